@@ -1,0 +1,4 @@
+from servo_actors.cli import main
+
+if __name__ == "__main__":
+    main()

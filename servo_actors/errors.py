@@ -1,0 +1,57 @@
+"""One error hierarchy. Each message names what is at fault: a file and key, a URL, a connector.
+
+The CLI turns a ``ServoError`` into a one-line message and an exit code; a traceback is never
+the user interface.
+"""
+
+from __future__ import annotations
+
+
+class ServoError(Exception):
+    """Base of every error servo-actors raises on purpose."""
+
+    exit_code = 1
+
+
+class ConfigError(ServoError):
+    """The configuration is wrong: ``source: key.path: what is wrong``."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, source: str | None = None, key: str | None = None) -> None:
+        self.source = source
+        self.key = key
+        self.detail = message
+        prefix = "".join(f"{part}: " for part in (source, key) if part)
+        super().__init__(f"{prefix}{message}")
+
+
+class UsageError(ServoError):
+    """Bad command-line usage (an unknown setting, a value out of range...)."""
+
+    exit_code = 2
+
+
+class ProtocolError(ServoError):
+    """A message on the wire does not have the shape protocol.md gives it. Names the field."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class OptimizerError(ServoError):
+    """The optimizer could not be reached or refused us. Names the URL, never the token."""
+
+    def __init__(self, message: str, *, url: str | None = None, status: int | None = None) -> None:
+        self.url = url
+        self.status = status
+        super().__init__(message)
+
+
+class ConnectorError(ServoError):
+    """A connector failed in a way the servo reports (not a crash of the servo)."""
+
+
+class SupervisorError(ServoError):
+    """The supervisor gave up: restart intensity exceeded, or the actor system failed."""
