@@ -1,0 +1,53 @@
+"""Resolving a connector ``type`` to its class: a built-in name, an entry point, or ``package.module:Class``.
+
+Imports are dynamic (importlib), never ``eval``, so naming one connector type never imports the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import re
+from typing import Any
+
+from servo_actors.errors import ConfigError
+
+BUILTIN_CONNECTORS: dict[str, str] = {
+    "prometheus": "servo_actors.connectors.prometheus:PrometheusConnector",
+    "command": "servo_actors.connectors.command:CommandConnector",
+    "wait": "servo_actors.connectors.wait:WaitConnector",
+    "loadgen": "servo_actors.connectors.loadgen:LoadgenConnector",
+    "synthetic": "servo_actors.connectors.synthetic:SyntheticConnector",
+    "chaos": "servo_actors.connectors.chaos:ChaosConnector",
+}
+ENTRY_POINT_GROUP = "servo_actors.connectors"
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def available_connector_types() -> dict[str, str]:
+    """Every type name a config may use, with the import path it stands for."""
+    types = dict(BUILTIN_CONNECTORS)
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        types.setdefault(entry.name, entry.value)
+    return types
+
+
+def resolve_connector_type(type_name: str) -> type[Any]:
+    """The Connector subclass for ``type_name``; ConfigError naming the type when it cannot be had."""
+    from servo_actors.connectors.base import Connector
+
+    target = available_connector_types().get(type_name)
+    if target is None:
+        if not _IMPORT_PATH.match(type_name):
+            known = ", ".join(sorted(available_connector_types()))
+            raise ConfigError(f"unknown connector type {type_name!r} (known: {known}; or use package.module:Class)")
+        target = type_name
+    module_name, _, class_name = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # any import failure of a plugin is a config problem, reported by name
+        raise ConfigError(f"connector type {type_name!r}: cannot import {module_name}: {exc}") from None
+    cls = getattr(module, class_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Connector)):
+        raise ConfigError(f"connector type {type_name!r}: {target} is not a Connector subclass")
+    return cls
