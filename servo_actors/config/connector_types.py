@@ -8,6 +8,8 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from servo_actors.errors import ConfigError
@@ -32,6 +34,42 @@ def available_connector_types() -> dict[str, str]:
     return types
 
 
+@dataclass(frozen=True)
+class ConnectorTypeInfo:
+    """A connector type a config may name: where it comes from and what it imports."""
+
+    name: str
+    target: str
+    """``package.module:Class``."""
+    origin: str
+    """``built-in``, or ``entry point (DIST)`` for an installed plugin."""
+    shadowed: bool = False
+    """An entry point whose name a built-in type already takes (configs get the built-in)."""
+
+
+def connector_type_infos() -> list[ConnectorTypeInfo]:
+    """Every connector type: the built-in ones, then each installed entry point."""
+    infos = [ConnectorTypeInfo(name, target, "built-in") for name, target in BUILTIN_CONNECTORS.items()]
+    seen = set(BUILTIN_CONNECTORS)
+    for entry in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        dist = entry.dist.name if entry.dist is not None else "unknown distribution"
+        infos.append(ConnectorTypeInfo(entry.name, entry.value, f"entry point ({dist})", entry.name in seen))
+        seen.add(entry.name)
+    return infos
+
+
+def validate_connector_config(connector_class: type[Any], config: Mapping[str, Any]) -> Any:
+    """What a connector of ``connector_class`` gets as ``self.config``: an instance of its
+    ``config_model`` validated from ``config``, or a plain dict copy when it has none.
+
+    Raises pydantic's ValidationError; the loader turns it into ``connectors[i].config.KEY`` errors.
+    """
+    model = getattr(connector_class, "config_model", None)
+    if model is None:
+        return dict(config)
+    return model.model_validate(dict(config))
+
+
 def resolve_connector_type(type_name: str) -> type[Any]:
     """The Connector subclass for ``type_name``; ConfigError naming the type when it cannot be had."""
     from servo_actors.connectors.base import Connector
@@ -40,7 +78,9 @@ def resolve_connector_type(type_name: str) -> type[Any]:
     if target is None:
         if not _IMPORT_PATH.match(type_name):
             known = ", ".join(sorted(available_connector_types()))
-            raise ConfigError(f"unknown connector type {type_name!r} (known: {known}; or use package.module:Class)")
+            raise ConfigError(
+                f"unknown connector type {type_name!r} (known: {known}; or use package.module:Class)"
+            )
         target = type_name
     module_name, _, class_name = target.partition(":")
     try:

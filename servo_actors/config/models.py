@@ -1,15 +1,45 @@
-"""Pydantic models of servo.yaml (interface.md). Plain data: no behaviour beyond validation."""
+"""Pydantic models of servo.yaml (interface.md). Plain data: no behaviour beyond validation.
+
+Field docstrings become descriptions in ``servo-actors schema``. Loading the file, environment
+overrides and turning validation errors into one readable ``ConfigError`` live in ``loading.py``.
+"""
 
 from __future__ import annotations
 
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from servo_actors.durations import parse_duration
 
-Duration = Annotated[float, BeforeValidator(parse_duration)]
+_NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"
+_DURATION_PATTERN = rf"^\s*(?:{_NUMBER}|(?:{_NUMBER}(?:ns|us|µs|ms|s|m|h|d))+)\s*$"
+
+Duration = Annotated[
+    float,
+    BeforeValidator(parse_duration),
+    # The schema says what a user may write (a number or a string like "5s"), not the float it becomes.
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0},
+                {"type": "string", "pattern": _DURATION_PATTERN},
+            ],
+            "description": "seconds, or a string such as '250ms', '5s', '1m30s', '2h'",
+        }
+    ),
+]
 """Seconds; accepts numbers and strings like ``250ms``, ``5s``, ``1m30s``, ``2h``."""
 
 ORG_RE = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9.-]{4,49}$")
@@ -18,7 +48,7 @@ DEFAULT_BASE_URL = "https://api.opsani.com"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True, use_attribute_docstrings=True)
 
 
 def split_optimizer_id(value: str) -> tuple[str, str]:
@@ -33,12 +63,29 @@ def split_optimizer_id(value: str) -> tuple[str, str]:
     return org, app
 
 
+def _positive(value: float) -> float:
+    if value <= 0:
+        raise ValueError("must be more than 0")
+    return value
+
+
 class OptimizerConfig(_Strict):
+    """Which optimizer to talk to and how to authenticate (protocol.md). Env ``OPSANI_*`` override it."""
+
     id: str
+    """The optimizer, ``ORG/APP`` (env ``OPSANI_OPTIMIZER``)."""
     base_url: str = DEFAULT_BASE_URL
+    """The API root (env ``OPSANI_BASE_URL``)."""
     url: str | None = None
+    """The full URL up to, not including, ``servo``; replaces base_url and id in the URL (env ``OPSANI_URL``)."""
     token: SecretStr | None = None
+    """The API token, a secret (env ``OPSANI_TOKEN``); or use token_file."""
     token_file: str | None = None
+    """A file holding the token, whitespace stripped (env ``OPSANI_TOKEN_FILE``)."""
+
+    # Where each field came from ({"id": "env OPSANI_OPTIMIZER", "token_file": "servo.yaml"}), set
+    # by the loader, so that errors found later (an unreadable token file) name what to fix.
+    _sources: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @field_validator("id")
     @classmethod
@@ -54,6 +101,20 @@ class OptimizerConfig(_Strict):
         if not re.match(r"^https?://[^/\s]+", value):
             raise ValueError(f"{value!r} is not an http(s) URL")
         return value.rstrip("/")
+
+    @field_validator("token")
+    @classmethod
+    def _token_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError("is empty")
+        return value
+
+    @field_validator("token_file")
+    @classmethod
+    def _path_not_empty(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("is empty")
+        return value
 
     @model_validator(mode="after")
     def _one_token_source(self) -> OptimizerConfig:
@@ -78,14 +139,27 @@ class OptimizerConfig(_Strict):
 
 
 class Timeouts(_Strict):
+    """HTTP timeouts for every request to the optimizer."""
+
     connect: Duration = 5.0
+    """Time to establish the connection."""
     read: Duration = 60.0
+    """Time to wait for the reply once connected."""
+
+    _timeouts_positive = field_validator("connect", "read")(_positive)
 
 
 class Backoff(_Strict):
+    """Retries of optimizer requests: exponential from min, doubling, with jitter, capped at max."""
+
     min: Duration = 1.0
+    """Wait before the first retry."""
     max: Duration = 60.0
+    """Longest wait between retries (also the wait after a 4xx refusal)."""
     max_time: Duration = 600.0
+    """How long a result post is retried before it is dropped; polling never gives up."""
+
+    _max_positive = field_validator("max")(_positive)
 
     @model_validator(mode="after")
     def _ordered(self) -> Backoff:
@@ -95,50 +169,87 @@ class Backoff(_Strict):
 
 
 class Settings(_Strict):
+    """How the servo talks to the optimizer."""
+
     progress_interval: Duration = 5.0
+    """How often progress (and so cancel detection) goes out during MEASURE and ADJUST."""
     timeouts: Timeouts = Timeouts()
     backoff: Backoff = Backoff()
 
-    @field_validator("progress_interval")
-    @classmethod
-    def _positive(cls, value: float) -> float:
-        if value <= 0:
-            raise ValueError("must be more than 0")
-        return value
+    _interval_positive = field_validator("progress_interval")(_positive)
 
 
 class RestartBackoff(_Strict):
+    """Delay before restarting a crash-looping connector: exponential with jitter."""
+
     min: Duration = 0.1
+    """Delay before the first restart after a crash."""
     max: Duration = 30.0
+    """Longest delay between restarts."""
     jitter: float = Field(0.2, ge=0.0, le=1.0)
+    """Random spread, as a fraction of the delay (0-1)."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RestartBackoff:
+        if self.min > self.max:
+            raise ValueError("min must not exceed max")
+        return self
 
 
 class SupervisorConfig(_Strict):
+    """Supervision of the connector processes (OTP-style; architecture.md)."""
+
     strategy: Literal["one_for_one", "one_for_all", "rest_for_one"] = "one_for_one"
+    """What a crash restarts: that connector, all of them, or it and those after it."""
     max_restarts: int = Field(5, ge=0)
+    """Restart intensity: at most this many restarts within period, else escalate."""
     period: Duration = 30.0
+    """The window of the restart intensity."""
     shutdown_timeout: Duration = 1.0
+    """Grace before SIGKILL when stopping a connector (0: kill at once)."""
     restart_backoff: RestartBackoff = RestartBackoff()
-    # Added to every operation's expected time to make its deadline (architecture.md).
     operation_grace: Duration = 30.0
-    # How long startup() of a fresh connector may take before it counts as a crash.
+    """Added to an operation's expected time (warmup + duration + delay + settlement) for its deadline."""
     startup_timeout: Duration = 30.0
+    """How long a fresh connector's startup() may take before it counts as a crash."""
+
+    _period_positive = field_validator("period", "startup_timeout")(_positive)
 
 
 class ConnectorSpec(_Strict):
+    """One connector: a child of the supervisor, in its own process."""
+
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+    """Unique name: letters, digits, '_', '.', '-' (at most 63)."""
     type: str
+    """A built-in type, an installed entry point (group servo_actors.connectors), or package.module:Class."""
     restart: Literal["permanent", "transient", "temporary"] = "permanent"
+    """permanent: always restarted; transient: only after a crash; temporary: never."""
     shutdown_timeout: Duration | None = None
+    """Grace before SIGKILL for this connector; default: supervisor.shutdown_timeout."""
     config: dict[str, Any] = Field(default_factory=dict)
+    """The connector's own settings, validated by its config_model."""
 
 
 class ServoConfig(_Strict):
+    """servo.yaml."""
+
     optimizer: OptimizerConfig | None = None
+    """The optimizer to talk to; needed by `run`, not by check/describe/measure/adjust."""
     servo_uid: str | None = None
+    """Sent with every request (env ``SERVO_UID``)."""
     settings: Settings = Settings()
     supervisor: SupervisorConfig = SupervisorConfig()
     connectors: list[ConnectorSpec] = Field(default_factory=list)
+    """Ordered; names are unique."""
+
+    # The file it was loaded from, as the user named it; set by the loader.
+    _source: str | None = PrivateAttr(None)
+
+    @property
+    def source(self) -> str | None:
+        """The path of the file this configuration was loaded from (as given), or None."""
+        return self._source
 
     @field_validator("connectors")
     @classmethod

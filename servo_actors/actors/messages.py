@@ -1,0 +1,242 @@
+"""Messages between the runtime, the Supervisor and the ConnectorHosts: small plain data.
+
+They are pickled by module path, so they live here in the package (never in ``__main__``). Every
+request carries a ``request_id`` and every answer echoes it: an external ``ask``/``listen`` returns
+the next message of any kind, so the receiver matches ids and drops the rest. Host messages also
+carry the connector's ``generation`` (bumped at every spawn) so answers from a process the
+supervisor has already replaced are dropped.
+
+Flow: runtime -> Supervisor (``Start``, ``Begin``, ``Cancel``, ``Reconfigure``, ``Stop``,
+``GetStatus``); Supervisor -> runtime (``Ready``, ``Progress``, ``Done``, ``Cancelled``,
+``Stopped``, ``Status``, ``SupervisorFailed``); Supervisor <-> ConnectorHost (``Host*``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from servo_actors.actors.results import ConnectorOutcome, OperationResult
+from servo_actors.connectors.base import Control
+
+# ----- child specs and status --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    """One connector as the supervisor sees it (from ``ConnectorSpec``), durations in seconds."""
+
+    name: str
+    type: str
+    restart: str = "permanent"
+    shutdown_timeout: float = 1.0
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SupervisorSettings:
+    """The supervisor's own settings (from ``SupervisorConfig``), durations in seconds."""
+
+    strategy: str = "one_for_one"
+    max_restarts: int = 5
+    period: float = 30.0
+    backoff_min: float = 0.1
+    backoff_max: float = 30.0
+    backoff_jitter: float = 0.2
+    operation_grace: float = 30.0
+    startup_timeout: float = 30.0
+
+
+@dataclass(frozen=True)
+class ChildStatus:
+    """A child as reported by ``Status`` and ``Ready``: its process and state now."""
+
+    name: str
+    state: str
+    pid: int | None
+    generation: int
+    restarts: int
+
+
+# ----- runtime -> Supervisor ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Start:
+    """Start the children. ``owner_pid``/``owner_started`` identify the servo process to watch."""
+
+    request_id: str
+    settings: SupervisorSettings
+    children: tuple[ChildSpec, ...]
+    owner_pid: int
+    owner_started: int | None
+
+
+@dataclass(frozen=True)
+class Begin:
+    """Run ``operation`` on the connectors (see ``OperationResult`` for the answer's shape)."""
+
+    request_id: str
+    operation: str
+    metrics: tuple[str, ...] | None = None
+    components: dict[str, Any] | None = None
+    control: Control = field(default_factory=Control)
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """Kill every connector at once and start them all fresh; answered by ``Cancelled``."""
+
+    request_id: str
+
+
+@dataclass(frozen=True)
+class Reconfigure:
+    """Stop every child (as ``Stop`` does) and start these instead; answered by ``Ready``."""
+
+    request_id: str
+    settings: SupervisorSettings
+    children: tuple[ChildSpec, ...]
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Shut every child down (graceful up to its shutdown timeout, then SIGKILL); answered by ``Stopped``."""
+
+    request_id: str
+
+
+@dataclass(frozen=True)
+class GetStatus:
+    request_id: str
+
+
+# ----- Supervisor -> runtime ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ready:
+    """Every child answered (or settled down for good) after ``Start``/``Reconfigure``."""
+
+    request_id: str
+    children: tuple[ChildStatus, ...]
+    supervisor_pid: int
+    session_id: int
+
+
+@dataclass(frozen=True)
+class Progress:
+    request_id: str
+    percent: float
+    message: str
+    connector: str
+
+
+@dataclass(frozen=True)
+class Done:
+    request_id: str
+    result: OperationResult
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    request_id: str
+    children: tuple[ChildStatus, ...]
+
+
+@dataclass(frozen=True)
+class Stopped:
+    request_id: str
+
+
+@dataclass(frozen=True)
+class Status:
+    request_id: str
+    children: tuple[ChildStatus, ...]
+    supervisor_pid: int
+    session_id: int
+    failure: str | None
+
+
+@dataclass(frozen=True)
+class SupervisorFailed:
+    """Restart intensity exceeded: the supervisor killed every child and gave up (terminal)."""
+
+    connector: str
+    message: str
+
+
+# ----- Supervisor <-> ConnectorHost --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HostInit:
+    spec: ChildSpec
+    generation: int
+    supervisor_pid: int
+
+
+@dataclass(frozen=True)
+class HostHello:
+    """Sent as soon as the host has its process group: from now on it can be killed by PID."""
+
+    name: str
+    generation: int
+    pid: int
+
+
+@dataclass(frozen=True)
+class HostReady:
+    """The connector's ``startup()`` returned."""
+
+    name: str
+    generation: int
+    pid: int
+
+
+@dataclass(frozen=True)
+class HostStartupFailed:
+    name: str
+    generation: int
+    error: str
+
+
+@dataclass(frozen=True)
+class HostCall:
+    request_id: str
+    generation: int
+    operation: str
+    metrics: tuple[str, ...] | None = None
+    components: dict[str, Any] | None = None
+    control: Control = field(default_factory=Control)
+
+
+@dataclass(frozen=True)
+class HostProgress:
+    request_id: str
+    name: str
+    generation: int
+    percent: float
+    message: str
+
+
+@dataclass(frozen=True)
+class HostReply:
+    """The connector's outcome; for adjust, ``claimed`` lists the requested components it owns."""
+
+    request_id: str
+    name: str
+    generation: int
+    outcome: ConnectorOutcome
+    claimed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HostShutdown:
+    generation: int
+
+
+@dataclass(frozen=True)
+class HostShutdownDone:
+    name: str
+    generation: int

@@ -1,0 +1,241 @@
+"""The Thespian actor system of one servo: start it on its own loopback port, and kill all of it.
+
+Thespian facts this module works around (architecture.md, measured with 4.0.1):
+
+- Every socket binds ``0.0.0.0`` whatever ``THESPIAN_BASE_IPADDR`` says, and accepts pickled
+  messages without authentication. ``_patch_thespian`` makes a wildcard listen bind bind
+  127.0.0.1 instead (one property of ``IPActorAddress``); the environment variable makes the
+  advertised addresses loopback too. The patch is applied in this process before the admin is
+  forked, so every actor process inherits it.
+- The admin daemonizes (``setsid`` in an intermediate child, then a second fork): every process
+  of the system shares that session, which is how ``kill`` finds all of it and nothing else.
+  The intermediate child is our direct child and a session leader: that is how we learn the
+  session id the moment the admin is up.
+- ``ActorSystem.shutdown()`` leaves hung actors orphaned and the admin alive for the transmit
+  timeout, so ``kill`` SIGKILLs the session instead, and the transmit timeout is lowered so a
+  stray admin would not linger for minutes anyway.
+- The parent of a child actor reaps it inside Thespian; ``_patch_thespian`` also records the exit
+  code there so the supervisor can tell a normal exit (0) from a crash (Erlang's transient rule).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from servo_actors.actors import processes
+from servo_actors.errors import SupervisorError
+
+LOOPBACK = "127.0.0.1"
+TRANSMIT_TIMEOUT = timedelta(seconds=5)
+"""Thespian gives up on an undeliverable message after this (its default is 5 minutes)."""
+KILL_TIMEOUT = 2.0
+"""Seconds ``kill`` waits for SIGKILLed processes to disappear before reporting survivors."""
+THESPIAN_LOG_NAME = "thespian.log"
+CONNECTOR_LOG_NAME = "connectors.log"
+ADMIN_PORT_ATTEMPTS = 3
+"""Fresh ports tried when the admin we reach turns out not to be the one we started."""
+
+_started_sessions: list[int] = []
+EXIT_CODES: dict[int, int] = {}
+"""PID -> exit code of child actors this process reaped (filled by the patched Thespian reaper)."""
+
+_log = logging.getLogger(__name__)
+_patched = False
+
+
+def _patch_thespian() -> None:
+    """Loopback-only listen binds, exit-code capture, short transmit timeout. Idempotent."""
+    global _patched
+    if _patched:
+        return
+    import thespian.system.transport as transport
+    from thespian.system.multiprocCommon import MultiProcReplicator
+    from thespian.system.transport.IPBase import IPActorAddress
+
+    def loopback_bind_args(self: Any) -> tuple[tuple[Any, ...]]:
+        host, *rest = self.bindname
+        if host in ("", "0.0.0.0", None):
+            return ((LOOPBACK, *rest),)
+        return (self.bindname,)
+
+    IPActorAddress.bindArgs = property(loopback_bind_args)
+
+    original_liveness = MultiProcReplicator._checkChildLiveness
+
+    def recording_liveness(child_info: Any) -> bool:
+        alive = original_liveness(child_info)
+        proc = getattr(child_info, "childProc", None)
+        if not alive and proc is not None and proc.exitcode is not None and proc.pid:
+            EXIT_CODES[proc.pid] = proc.exitcode
+        return alive
+
+    MultiProcReplicator._checkChildLiveness = staticmethod(recording_liveness)
+    # Read at call time from the module global (transport/__init__.py), so setting it works
+    # whenever thespian was first imported.
+    transport.DEFAULT_MAX_TRANSMIT_PERIOD = TRANSMIT_TIMEOUT
+    _patched = True
+
+
+def sessions_started() -> tuple[int, ...]:
+    """Session ids of every actor system this process started (so tests can prove none survive)."""
+    return tuple(_started_sessions)
+
+
+def pop_exit_code(pid: int | None) -> int | None:
+    """The recorded exit code of child ``pid`` (once), or None when unknown."""
+    if pid is None:
+        return None
+    return EXIT_CODES.pop(pid, None)
+
+
+def free_loopback_port() -> int:
+    """A TCP port on 127.0.0.1 free right now (the kernel's choice, so parallel runs differ)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((LOOPBACK, 0))
+        return probe.getsockname()[1]
+
+
+def _session_leader_children() -> set[int]:
+    me = os.getpid()
+    return {s.pid for s in processes.children_of(me) if s.sid == s.pid}
+
+
+def _log_definitions(run_dir: Path) -> dict[str, Any]:
+    """Thespian's logger process: connector logging goes to a file in the run directory."""
+    return {
+        "version": 1,
+        "formatters": {"plain": {"format": "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"}},
+        "handlers": {
+            "file": {
+                "class": "logging.FileHandler",
+                "filename": str(run_dir / CONNECTOR_LOG_NAME),
+                "formatter": "plain",
+                "level": "INFO",
+            }
+        },
+        "root": {"handlers": ["file"], "level": "INFO"},
+    }
+
+
+class ActorSystemHandle:
+    """One servo's actor system: started on a free loopback port, killed by its session id.
+
+    ``start`` returns once the admin answers; ``session_id`` then names every process of the
+    system. ``kill`` is the only way it ends (SIGKILL of the session, bounded), and is idempotent.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.admin_port: int | None = None
+        self.session_id: int | None = None
+        self._asys: Any = None
+
+    @property
+    def running(self) -> bool:
+        return self._asys is not None
+
+    @property
+    def log_path(self) -> Path:
+        return self.run_dir / THESPIAN_LOG_NAME
+
+    def start(self) -> None:
+        """Start the admin (forked from this process) on a fresh loopback port."""
+        _patch_thespian()
+        import thespian.system.utilis as utilis
+        from thespian.actors import ActorSystem
+
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        os.environ["THESPIAN_BASE_IPADDR"] = LOOPBACK
+        os.environ["THESPLOG_FILE"] = str(self.log_path)
+        # Thespian caches its log path on first use; forget it so this system logs to its run dir.
+        utilis._thesplog_file = None
+        utilis._thesplog_old_file = None
+        last_error: Exception | None = None
+        for _attempt in range(ADMIN_PORT_ATTEMPTS):
+            before = _session_leader_children()
+            port = free_loopback_port()
+            try:
+                asys = ActorSystem(
+                    "multiprocTCPBase",
+                    {"Admin Port": port, "Process Startup Method": "fork"},
+                    logDefs=_log_definitions(self.run_dir),
+                    transientUnique=True,
+                )
+            except Exception as exc:  # Thespian raises several unrelated types here
+                last_error = exc
+                self._kill_new_sessions(before)
+                continue
+            new = sorted(_session_leader_children() - before)
+            if len(new) != 1:
+                # No admin of ours was forked: the port answered as someone else's system.
+                self._close_external(asys)
+                last_error = SupervisorError(f"port {port} is held by another actor system")
+                self._kill_new_sessions(before)
+                continue
+            self._asys, self.admin_port, self.session_id = asys, port, new[0]
+            _started_sessions.append(new[0])
+            return
+        raise SupervisorError(f"could not start the actor system: {last_error}")
+
+    def _kill_new_sessions(self, before: set[int]) -> None:
+        for sid in sorted(_session_leader_children() - before):
+            processes.kill_session(sid, timeout=KILL_TIMEOUT)
+            self._reap(sid)
+
+    def create_actor(self, actor_class: type) -> Any:
+        return self._asys.createActor(actor_class)
+
+    def tell(self, address: Any, message: Any) -> None:
+        self._asys.tell(address, message)
+
+    def listen(self, timeout: float) -> Any:
+        """The next message for this process, or None after ``timeout`` seconds."""
+        return self._asys.listen(timedelta(seconds=max(0.0, timeout)))
+
+    def members(self) -> list[int]:
+        """Live PIDs of every process of this system."""
+        return processes.session_members(self.session_id) if self.session_id else []
+
+    def kill(self, timeout: float = KILL_TIMEOUT) -> list[int]:
+        """SIGKILL every process of the system and release this side's socket; survivors returned."""
+        survivors: list[int] = []
+        if self.session_id is not None:
+            survivors = processes.kill_session(self.session_id, timeout=timeout)
+            self._reap(self.session_id)
+        if self._asys is not None:
+            self._close_external(self._asys)
+            self._asys = None
+        return survivors
+
+    @staticmethod
+    def _reap(sid: int) -> None:
+        # The admin's intermediate parent is our child: collect its exit status once it is gone.
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(sid, os.WNOHANG)
+
+    @staticmethod
+    def _close_external(asys: Any) -> None:
+        # ActorSystem.shutdown() would message an admin we just killed and wait; close our
+        # transport (this process's listening socket) directly instead.
+        transport = getattr(getattr(asys, "_systemBase", None), "transport", None)
+        if transport is not None:
+            with contextlib.suppress(Exception):
+                transport.close()
+        asys._systemBase = None
+
+
+def wait_until_gone(pids: list[int], timeout: float) -> list[int]:
+    """Wait up to ``timeout`` seconds for ``pids`` to exit; the ones still running are returned."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = [pid for pid in pids if processes.is_running(pid)]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(processes.KILL_POLL_INTERVAL)

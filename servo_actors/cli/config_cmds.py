@@ -1,0 +1,94 @@
+"""``config``, ``validate``, ``schema`` and ``connectors``: commands about the configuration itself."""
+
+from __future__ import annotations
+
+import json
+
+import click
+import yaml
+
+from servo_actors.cli.context import CliState, echo_json, format_table, json_option, pass_state
+from servo_actors.config import (
+    ServoConfig,
+    connector_type_infos,
+    effective_config,
+    read_token,
+    resolve_connector_type,
+)
+from servo_actors.errors import ConfigError
+
+
+@click.command("config")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["yaml", "json"]),
+    default="yaml",
+    show_default=True,
+    help="Output format.",
+)
+@pass_state
+def config_cmd(state: CliState, output_format: str) -> None:
+    """Print the effective configuration: the file after environment overrides, with defaults.
+
+    Secrets are shown as **********; a token_file is shown as its path, never its content.
+    """
+    data = effective_config(state.config)
+    if output_format == "json":
+        echo_json(data)
+    else:
+        click.echo(
+            yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False), nl=False
+        )
+
+
+@click.command("validate")
+@pass_state
+def validate_cmd(state: CliState) -> None:
+    """Check the configuration: exit 0, or 2 with every problem found.
+
+    Checks the YAML, every key and value, each connector's type (it must import) and its config,
+    and that the optimizer's token file (if any) can be read.
+    """
+    config = state.config
+    if config.optimizer is not None:
+        read_token(config.optimizer)
+    click.echo(f"OK: {config.source} is valid ({_summary(config)})")
+
+
+def _summary(config: ServoConfig) -> str:
+    names = ", ".join(spec.name for spec in config.connectors)
+    connectors = f"{len(config.connectors)} connector(s)" + (f": {names}" if names else "")
+    optimizer = f"optimizer {config.optimizer.id}" if config.optimizer else "no optimizer"
+    return f"{connectors}; {optimizer}"
+
+
+@click.command("schema")
+def schema_cmd() -> None:
+    """Print the JSON schema of the configuration file (for editors and linters)."""
+    click.echo(json.dumps(ServoConfig.model_json_schema(), indent=2, ensure_ascii=False))
+
+
+@click.command("connectors")
+@json_option
+def connectors_cmd(as_json: bool) -> None:
+    """List the connector types a config may name: built in, and installed as entry points.
+
+    Each is imported to check that it works. A type can also be given as package.module:Class.
+    """
+    rows = []
+    for info in connector_type_infos():
+        if info.shadowed:
+            status = "ignored: a built-in type has this name"
+        else:
+            try:
+                resolve_connector_type(info.name)
+                status = "ok"
+            except ConfigError as exc:
+                status = f"error: {exc.detail}"
+        rows.append({"name": info.name, "origin": info.origin, "import_path": info.target, "status": status})
+    if as_json:
+        echo_json(rows)
+        return
+    table = [[row["name"], row["origin"], row["import_path"], row["status"]] for row in rows]
+    click.echo(format_table(["TYPE", "ORIGIN", "IMPORT PATH", "STATUS"], table))

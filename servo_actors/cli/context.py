@@ -1,0 +1,108 @@
+"""What every command shares: the global options, the lazily loaded config, and output helpers.
+
+A command that needs the configuration asks for it; one that does not (``--help``, ``version``,
+``schema``) never touches the file::
+
+    from servo_actors.cli.context import CliState, echo_json, json_option, pass_state
+
+    @click.command("describe")
+    @json_option
+    @pass_state
+    def describe(state: CliState, as_json: bool) -> None:
+        config = state.config            # loaded on first use; ConfigError -> "error: ..." exit 2
+        ...
+
+Failures are raised, not printed: raise a ``ServoError`` subclass and the main group prints
+``error: <message>`` and exits with its exit code. Results go to stdout, logs and errors to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import click
+
+from servo_actors.config import OptimizerConfig, ServoConfig, load_config, require_optimizer
+
+
+@dataclass
+class CliState:
+    """The global options, and the configuration they point at, loaded on first use."""
+
+    config_path: str | None = None
+    """``-c/--config`` (click already folded ``SERVO_CONFIG`` in); None means ``./servo.yaml``."""
+    log_level: str = "info"
+    log_format: str = "text"
+    _config: ServoConfig | None = field(default=None, init=False, repr=False)
+
+    @property
+    def config(self) -> ServoConfig:
+        """The validated configuration; raises ConfigError (exit 2) if it is missing or wrong."""
+        if self._config is None:
+            self._config = load_config(self.config_path)
+        return self._config
+
+    @property
+    def optimizer(self) -> OptimizerConfig:
+        """The optimizer section; raises ConfigError when none is configured."""
+        return require_optimizer(self.config)
+
+    @property
+    def debug(self) -> bool:
+        return self.log_level == "debug"
+
+
+pass_state = click.make_pass_decorator(CliState, ensure=True)
+"""Pass the CliState as the first argument (a default one when a command runs on its own)."""
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+"""The ``--json`` flag, the same on every command that has one; the parameter is ``as_json``."""
+
+
+def color_enabled(stream: TextIO | None = None) -> bool:
+    """Colour only on a terminal, and never when ``NO_COLOR`` is set to anything (no-color.org)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    stream = stream or sys.stdout
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def styled(text: str, stream: TextIO | None = None, **styles: Any) -> str:
+    """``click.style(text, **styles)`` when colour is enabled for ``stream``, else ``text``."""
+    return click.style(text, **styles) if color_enabled(stream) else text
+
+
+def is_terminal(stream: TextIO | None = None) -> bool:
+    """Whether ``stream`` (default stderr, where progress goes) is a terminal: show progress bars."""
+    stream = stream or sys.stderr
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def echo_json(data: Any) -> None:
+    """Print ``data`` as indented JSON on stdout (anything not JSON-native as ``str``)."""
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+def format_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A plain aligned table: a header line, a rule, then the rows (``None`` shows as ``-``).
+
+    >>> print(format_table(["name", "ok"], [["prom", True], ["k8s", None]]))
+    name  ok
+    ----  ----
+    prom  True
+    k8s   -
+    """
+    table = [[str(header) for header in headers]]
+    table += [["-" if cell is None else str(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(headers))]
+    rule = ["-" * width for width in widths]
+    lines = [table[0], rule, *table[1:]]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )

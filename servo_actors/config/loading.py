@@ -1,0 +1,143 @@
+"""Loading servo.yaml: find the file, read it, apply the environment, validate everything at once.
+
+::
+
+    config = load_config()                 # -c PATH, else $SERVO_CONFIG, else ./servo.yaml
+    optimizer = require_optimizer(config)  # only where an optimizer is needed (run)
+
+Every problem found is reported together in one ConfigError, one line each, so a user fixes the
+file in one pass rather than one error per run::
+
+    servo.yaml: optimizer.id: ORG 'ab' must be 5-50 characters of [A-Za-z0-9.-], not starting with '-'
+    servo.yaml: connectors[1].type: unknown connector type 'foo' (known: ...)
+    servo.yaml: connectors[2].config.url: is required but missing
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from servo_actors.config.connector_types import resolve_connector_type, validate_connector_config
+from servo_actors.config.environment import apply_env_overrides
+from servo_actors.config.models import OptimizerConfig, ServoConfig
+from servo_actors.config.problems import ConfigProblem, config_error, problems_from_validation
+from servo_actors.config.yaml_file import read_yaml_mapping
+from servo_actors.errors import ConfigError
+from servo_actors.logs import register_secret
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONFIG_PATH = "servo.yaml"
+CONFIG_PATH_ENV = "SERVO_CONFIG"
+
+
+def config_path(path: str | Path | None = None, env: Mapping[str, str] = os.environ) -> Path:
+    """The file to load: ``path``, else ``$SERVO_CONFIG``, else ``./servo.yaml``."""
+    if path is not None and str(path):
+        return Path(path)
+    return Path(env.get(CONFIG_PATH_ENV) or DEFAULT_CONFIG_PATH)
+
+
+def load_config(
+    path: str | Path | None = None,
+    env: Mapping[str, str] = os.environ,
+    *,
+    check_connectors: bool = True,
+) -> ServoConfig:
+    """The validated configuration, after environment overrides.
+
+    With ``check_connectors`` (the default) every connector's type is resolved (imported) and its
+    ``config`` validated against the type's ``config_model``. Raises one ConfigError listing every
+    problem as ``SOURCE: key.path: what is wrong``.
+    """
+    file = config_path(path, env)
+    source = str(file)
+    raw = read_yaml_mapping(file, source=source)
+    _anchor_token_file(raw, file)
+    env_sources = apply_env_overrides(raw, env)
+
+    problems: list[ConfigProblem] = []
+    config: ServoConfig | None = None
+    try:
+        config = ServoConfig.model_validate(raw)
+    except ValidationError as exc:
+        problems += problems_from_validation(exc, model=ServoConfig, source=source, env_sources=env_sources)
+    if check_connectors:
+        problems += _connector_problems(raw.get("connectors"), source, already=problems)
+    if problems or config is None:
+        raise config_error(problems)
+
+    config._source = source
+    if config.optimizer is not None:
+        config.optimizer._sources = {
+            key: (f"env {env_sources[('optimizer', key)]}" if ("optimizer", key) in env_sources else source)
+            for key in config.optimizer.model_fields_set
+        }
+        register_secret(config.optimizer.token)
+    log.debug("loaded %s: %d connector(s)", source, len(config.connectors))
+    return config
+
+
+def require_optimizer(config: ServoConfig) -> OptimizerConfig:
+    """``config.optimizer``, or a ConfigError saying how to configure one."""
+    if config.optimizer is None:
+        raise ConfigError(
+            "no optimizer is configured: add an optimizer section with id: ORG/APP, or set OPSANI_OPTIMIZER",
+            source=config.source,
+            key="optimizer",
+        )
+    return config.optimizer
+
+
+def _anchor_token_file(raw: dict[str, Any], file: Path) -> None:
+    """Make a relative ``token_file`` written in the file relative to the file, not to the cwd."""
+    section = raw.get("optimizer")
+    if not isinstance(section, dict):
+        return
+    token_file = section.get("token_file")
+    if isinstance(token_file, str) and token_file.strip():
+        if not os.path.isabs(os.path.expanduser(token_file)):
+            section["token_file"] = str(file.parent / token_file)
+
+
+def _connector_problems(entries: object, source: str, *, already: list[ConfigProblem]) -> list[ConfigProblem]:
+    """Resolve each connector's type and validate its config against the type's config_model.
+
+    Works on the raw entries so that it runs even when another part of the file is wrong; an
+    entry that already has a problem of its own (no name, a type that is not a string) is skipped.
+    """
+    if not isinstance(entries, list):
+        return []
+    problems = []
+    for index, entry in enumerate(entries):
+        key = f"connectors[{index}]"
+        if any(p.key == key or p.key.startswith((f"{key}.", f"{key}[")) for p in already):
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("type"), str):
+            continue
+        try:
+            connector_class = resolve_connector_type(entry["type"])
+        except ConfigError as exc:
+            problems.append(ConfigProblem(source, f"{key}.type", exc.detail))
+            continue
+        try:
+            validate_connector_config(connector_class, entry.get("config") or {})
+        except ValidationError as exc:
+            problems += problems_from_validation(
+                exc, model=connector_class.config_model, source=source, prefix=("connectors", index, "config")
+            )
+        except Exception as exc:  # a connector's own validator crashed: still a problem with this entry
+            problems.append(
+                ConfigProblem(
+                    source,
+                    f"{key}.config",
+                    f"{connector_class.__name__}.config_model failed: {type(exc).__name__}: {exc}",
+                )
+            )
+    return problems

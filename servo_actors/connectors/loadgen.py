@@ -1,0 +1,240 @@
+"""``loadgen``: HTTP load during every measurement, with latency, throughput and error metrics.
+
+::
+
+    - name: load
+      type: loadgen
+      config:
+        url: http://127.0.0.1:8080/
+        method: GET
+        rate: 50              # requests/s over all threads; 0 = as fast as concurrency allows
+        concurrency: 4        # threads, each with one connection
+        timeout: 5s           # per request (connect, and each read)
+        headers: {Accept: application/json}
+        body: null
+
+For ``warmup + duration`` it sends requests from ``concurrency`` threads (paced to ``rate``
+when it is not 0); requests started during the warmup are discarded, the rest make the metrics,
+all single readings ``{"unit": ..., "value": ...}`` over the measured window:
+
+- ``throughput`` (rps): requests started in the window and answered (any status) or failed,
+  divided by the window's length;
+- ``error_rate`` (ratio, 0-1): the fraction of them that failed (no response, or a status
+  outside 200-399; redirects are not followed, so a 3xx counts as success);
+- ``latency_p50``, ``latency_p90``, ``latency_p99``, ``latency_max`` (ms): nearest-rank
+  percentiles of the time to a complete response, failures included (a request that timed out
+  counts with the time it took to fail).
+
+The delay of the control is not waited for: load stops when the window ends. Requests ignore
+proxy settings from the environment: the load goes straight to ``url``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from servo_actors.config.models import Duration
+from servo_actors.connectors.base import Connector, ConnectorFailure, Control, ProgressFn
+from servo_actors.connectors.wait import DEFAULT_PROGRESS_INTERVAL, wait_with_progress
+from servo_actors.durations import format_duration
+
+METRIC_UNITS = {
+    "throughput": "rps",
+    "error_rate": "ratio",
+    "latency_p50": "ms",
+    "latency_p90": "ms",
+    "latency_p99": "ms",
+    "latency_max": "ms",
+}
+_PERCENTILES = {"latency_p50": 50.0, "latency_p90": 90.0, "latency_p99": 99.0, "latency_max": 100.0}
+JOIN_GRACE = 2.0
+"""Seconds, beyond the request timeout, to wait for worker threads once the load stops."""
+MAX_CONCURRENCY = 256
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+class LoadgenConfig(BaseModel):
+    """Configuration of ``loadgen``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str
+    method: str = "GET"
+    rate: float = Field(0.0, ge=0.0)
+    concurrency: int = Field(4, ge=1, le=MAX_CONCURRENCY)
+    timeout: Duration = 5.0
+    # Headers may carry credentials: kept out of repr and logs.
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    body: str | None = None
+    progress_interval: Duration = DEFAULT_PROGRESS_INTERVAL
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError(f"{value!r} is not an http(s) URL")
+        return value
+
+    @field_validator("method")
+    @classmethod
+    def _known_method(cls, value: str) -> str:
+        method = value.upper()
+        if method not in _METHODS:
+            raise ValueError(f"{value!r} is not one of {', '.join(_METHODS)}")
+        return method
+
+    @field_validator("timeout", "progress_interval")
+    @classmethod
+    def _positive(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError("must be more than 0")
+        return value
+
+
+@dataclass
+class _Sample:
+    started: float  # monotonic
+    seconds: float
+    ok: bool
+
+
+class _Pacer:
+    """Hands out send times ``1/rate`` apart, shared by every worker; no debt piles up when late."""
+
+    def __init__(self, rate: float) -> None:
+        self._gap = 1.0 / rate if rate > 0 else 0.0
+        self._next = time.monotonic()
+        self._lock = threading.Lock()
+
+    def next_slot(self) -> float:
+        with self._lock:
+            slot = max(self._next, time.monotonic())
+            self._next = slot + self._gap
+            return slot
+
+
+@dataclass
+class _Run:
+    """One measurement's shared state: when to stop, and each worker's samples."""
+
+    ends: float
+    stop: threading.Event = field(default_factory=threading.Event)
+    samples: list[list[_Sample]] = field(default_factory=list)
+
+
+class LoadgenConnector(Connector):
+    """Generates HTTP load on every MEASURE and reports what it saw. See the module docstring."""
+
+    config_model = LoadgenConfig
+    config: LoadgenConfig
+
+    def __init__(self, name: str, config: Any = None) -> None:
+        if not isinstance(config, LoadgenConfig):
+            config = LoadgenConfig.model_validate(config or {})
+        super().__init__(name, config)
+
+    def describe(self) -> dict[str, Any]:
+        return {"components": {}, "metrics": {name: {"unit": unit} for name, unit in METRIC_UNITS.items()}}
+
+    def measure(self, metrics: list[str], control: Control, progress: ProgressFn) -> dict[str, Any]:
+        began = time.monotonic()
+        window_start = began + control.warmup
+        total = control.warmup + control.duration
+        run = _Run(ends=began + total)
+        pacer = _Pacer(self.config.rate)
+        workers = []
+        for index in range(self.config.concurrency):
+            samples: list[_Sample] = []
+            run.samples.append(samples)
+            # Daemon: a worker stuck past the join bound must not keep the process alive.
+            worker = threading.Thread(
+                target=self._work,
+                args=(run, pacer, samples),
+                name=f"loadgen-{self.name}-{index}",
+                daemon=True,
+            )
+            worker.start()
+            workers.append(worker)
+        try:
+            wait_with_progress(
+                total,
+                progress,
+                interval=self.config.progress_interval,
+                message=lambda elapsed: self._status(run, began + elapsed, window_start),
+            )
+        finally:
+            run.stop.set()
+            join_by = time.monotonic() + self.config.timeout + JOIN_GRACE
+            for worker in workers:
+                worker.join(max(0.0, join_by - time.monotonic()))
+        window = [s for samples in run.samples for s in list(samples) if window_start <= s.started < run.ends]
+        if not window:
+            raise ConnectorFailure(
+                f"{self.name}: no request to {self.config.url} finished in the "
+                f"{format_duration(control.duration)} measurement window",
+                reason="no-data",
+            )
+        values = _metrics(window, control.duration)
+        return {
+            "metrics": {
+                name: {"unit": METRIC_UNITS[name], "value": values[name]}
+                for name in metrics
+                if name in values
+            },
+            "annotations": {"loadgen": f"{len(window)} requests to {self.config.method} {self.config.url}"},
+        }
+
+    def _work(self, run: _Run, pacer: _Pacer, samples: list[_Sample]) -> None:
+        config = self.config
+        with requests.Session() as session:
+            session.trust_env = False  # no proxies or .netrc: the load goes straight to the target
+            while not run.stop.is_set():
+                slot = pacer.next_slot()
+                if slot >= run.ends or run.stop.wait(max(0.0, slot - time.monotonic())):
+                    return
+                started = time.monotonic()
+                try:
+                    response = session.request(
+                        config.method,
+                        config.url,
+                        headers=config.headers,
+                        data=config.body.encode() if config.body is not None else None,
+                        timeout=config.timeout,
+                        allow_redirects=False,
+                    )
+                    ok = 200 <= response.status_code < 400
+                except requests.RequestException:
+                    ok = False
+                samples.append(_Sample(started, time.monotonic() - started, ok))
+
+    def _status(self, run: _Run, now: float, window_start: float) -> str:
+        if now < window_start:
+            return f"warming up, {format_duration(window_start - now)} to go"
+        counted = [s for samples in run.samples for s in list(samples) if s.started >= window_start]
+        errors = sum(not s.ok for s in counted)
+        return f"{len(counted)} requests measured, {errors} failed"
+
+
+def _metrics(samples: list[_Sample], duration: float) -> dict[str, float]:
+    latencies = sorted(s.seconds * 1000.0 for s in samples)
+    values = {
+        "error_rate": sum(not s.ok for s in samples) / len(samples),
+        **{name: _nearest_rank(latencies, p) for name, p in _PERCENTILES.items()},
+    }
+    if duration > 0:
+        values["throughput"] = len(samples) / duration
+    return values
+
+
+def _nearest_rank(ordered: list[float], percentile: float) -> float:
+    """The smallest value with at least ``percentile`` % of ``ordered`` at or below it."""
+    rank = max(1, math.ceil(percentile / 100.0 * len(ordered)))
+    return ordered[rank - 1]

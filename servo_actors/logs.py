@@ -1,0 +1,154 @@
+"""Logging for the servo: text or JSON lines on stderr, with known secrets redacted.
+
+Secrets are redacted by value, not by hoping nobody logs them: whatever reads a token calls
+``register_secret(token)``, and from then on every record that passes the handler has each
+occurrence replaced with ``**********`` (in the message, its arguments and any traceback). Values
+after ``Bearer`` or ``X-SF-Token`` are redacted too, registered or not.
+
+::
+
+    configure_logging("debug", "json")
+    register_secret(token)
+    logging.getLogger(__name__).info("connecting with %s", token)   # ... "connecting with **********"
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import re
+import sys
+import threading
+from typing import Any, Literal, TextIO
+
+from pydantic import SecretStr
+
+MASK = "**********"
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
+# Shorter "secrets" are not redacted by value: masking every "abc" in every log line would make
+# logs unreadable, and a real token is never this short.
+MIN_SECRET_LENGTH = 6
+TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+
+# "Bearer abc", "X-SF-Token abc", "X-SF-Token: abc", "'X-SF-Token': 'abc'" -> the value is masked.
+_AUTH_VALUE = re.compile(r"""(?i)\b(bearer|x-sf-token)(['"]?\s*[:=]\s*['"]?|\s+)[^\s'",;}]+""")
+_secrets: set[str] = set()
+_secrets_lock = threading.Lock()
+# Attributes every LogRecord has; anything else on a record came from ``extra=`` and goes in JSON.
+_STANDARD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "taskName",
+}
+
+
+def register_secret(value: str | SecretStr | None) -> None:
+    """Redact ``value`` from every log record from now on (and from ``redact``)."""
+    if isinstance(value, SecretStr):
+        value = value.get_secret_value()
+    if value and len(value.strip()) >= MIN_SECRET_LENGTH:
+        with _secrets_lock:
+            _secrets.add(value.strip())
+
+
+def forget_secrets() -> None:
+    """Forget every registered secret (for tests)."""
+    with _secrets_lock:
+        _secrets.clear()
+
+
+def redact(text: str) -> str:
+    """``text`` with every registered secret and every Bearer/X-SF-Token value masked."""
+    with _secrets_lock:
+        # Longest first, so a secret that contains another is masked whole.
+        secrets = sorted(_secrets, key=len, reverse=True)
+    for secret in secrets:
+        text = text.replace(secret, MASK)
+    return _AUTH_VALUE.sub(lambda match: f"{match.group(1)}{match.group(2)}{MASK}", text)
+
+
+class SecretRedactingFilter(logging.Filter):
+    """Rewrites each record so that no registered secret survives into any formatter's output."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string still gets logged, as logging itself would
+            message = f"{record.msg!r} % {record.args!r}"
+        record.msg, record.args = redact(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        for name, value in vars(record).items():
+            if name not in _STANDARD_ATTRIBUTES and isinstance(value, str):
+                setattr(record, name, redact(value))
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, any ``extra=`` fields, exception."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.datetime.fromtimestamp(record.created, tz=datetime.UTC).isoformat(
+                timespec="milliseconds"
+            ),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name, value in vars(record).items():
+            if name not in _STANDARD_ATTRIBUTES and name not in entry:
+                entry[name] = value
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            entry["exception"] = record.exc_text
+        if record.stack_info:
+            entry["stack"] = record.stack_info
+        # Again over the whole line: ``extra=`` values may nest secrets inside lists and dicts.
+        return redact(json.dumps(entry, default=str))
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at the time of each record (it may be swapped)."""
+
+    def __init__(self) -> None:
+        logging.Handler.__init__(self)
+
+    @property
+    def stream(self) -> TextIO:  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: TextIO) -> None:
+        pass
+
+
+def configure_logging(
+    level: str = "info", log_format: Literal["text", "json"] | str = "text"
+) -> logging.Handler:
+    """Send the root logger's records at ``level`` and above to stderr in ``log_format``.
+
+    Calling it again replaces the handler it installed before (never others'). Returns the handler.
+    """
+    if level.lower() not in LOG_LEVELS:
+        raise ValueError(f"log level must be one of {', '.join(LOG_LEVELS)}, not {level!r}")
+    if log_format not in LOG_FORMATS:
+        raise ValueError(f"log format must be one of {', '.join(LOG_FORMATS)}, not {log_format!r}")
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if isinstance(handler, _StderrHandler):
+            root.removeHandler(handler)
+    handler = _StderrHandler()
+    handler.addFilter(SecretRedactingFilter())
+    handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    logging.captureWarnings(True)
+    return handler

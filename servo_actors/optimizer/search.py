@@ -1,0 +1,604 @@
+"""``SearchDriver``: the embedded optimizer's plan, run as a search over the described settings.
+
+The command sequence (driver.py says who calls what)::
+
+    DESCRIBE -> MEASURE (baseline, step 0) -> [ADJUST -> MEASURE] x plan.steps -> SLEEP (forever)
+
+Step 0 measures the described values as they are. Each later step asks ``strategy.propose`` for
+settings (on the described grid, enums from their values, pinned settings never sent), ADJUSTs
+them and MEASUREs with the plan's control. The proposal for step ``n`` uses an RNG seeded with
+``(plan.seed, n)``, so a run is reproducible and a resumed run proposes what the first would have.
+
+What a step records:
+
+- ``settings``: what the ADJUST result says is in force (else what was asked for).
+- ``metrics``: one number per metric. A metric given as time series is reduced to the mean of
+  every point of every series (series are instances or label sets of the same quantity, so all
+  points weigh the same); a single reading ``{"value": v}`` is taken as it is. Points that are
+  not finite numbers are ignored; a metric with no usable point is absent.
+- ``status``: the servo's status (``ok``, ``failed``, ``rejected``, ``aborted``, ``cancelled``),
+  ``failed`` with reason ``lost`` when no result came after ``COMMAND_ATTEMPTS`` issues.
+- ``feasible``: status ``ok`` and every constraint met; a constraint on a missing metric is not met.
+- ``objective``: the objective metric's value (None when missing).
+
+Best so far: the feasible step with the best objective (lowest for ``minimize``).
+
+When things go wrong the search goes on:
+
+- A failed, rejected or aborted ADJUST or MEASURE ends its step with that status (the strategy
+  treats those settings as infeasible) and the next step starts. A failed ADJUST skips its MEASURE.
+- A cancelled step (someone pressed Abort) is recorded as ``cancelled`` and skipped, not retried:
+  retrying would undo the Abort. The strategy takes it as "tried, no information".
+- A command whose result never comes (the servo polled WHATS_NEXT again: it restarted, or the
+  server answered ``unexpected-event``/``invalid``) is issued again, up to ``COMMAND_ATTEMPTS``.
+- DESCRIBE that fails ``COMMAND_ATTEMPTS`` times ends the plan: phase ``failed``, then SLEEP.
+
+Persistence: with a ``state_file``, every result rewrites it atomically (temporary file, fsync,
+rename) with the steps and the best so far. A new driver on the same file resumes: it DESCRIBEs
+(the servo may be new), skips the baseline if step 0 is recorded and goes on from the last step.
+Feasibility, objective and best are recomputed from the stored metrics with the current plan, so
+a changed objective or constraint applies to the old steps too. A state file that cannot be read
+gives a ConfigError naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from servo_actors.config.problems import config_error, problems_from_validation
+from servo_actors.errors import ConfigError
+from servo_actors.optimizer.plan import Objective, Plan, parse_plan
+from servo_actors.optimizer.strategy import SearchSpace, Settings, StrategyOptions, Trial, propose, replay
+
+log = logging.getLogger(__name__)
+
+# A command is issued at most this many times when its result never comes (and DESCRIBE when it fails).
+COMMAND_ATTEMPTS = 3
+STATE_VERSION = 1
+STATUSES = ("ok", "failed", "rejected", "aborted", "cancelled")
+_RESULT_EVENTS = {"DESCRIBE": "DESCRIPTION", "MEASURE": "MEASUREMENT", "ADJUST": "ADJUSTMENT"}
+
+
+def reduce_metrics(metrics: object) -> dict[str, float]:
+    """One number per metric from a MEASUREMENT's ``metrics`` (see the module docstring)."""
+    reduced: dict[str, float] = {}
+    if not isinstance(metrics, Mapping):
+        return reduced
+    for name, body in metrics.items():
+        if not isinstance(body, Mapping):
+            continue
+        if isinstance(body.get("values"), list):
+            points = [
+                point[1]
+                for series in body["values"]
+                if isinstance(series, Mapping) and isinstance(series.get("data"), list)
+                for point in series["data"]
+                if isinstance(point, list | tuple) and len(point) >= 2 and _finite(point[1])
+            ]
+            if points:
+                reduced[str(name)] = sum(points) / len(points)
+        elif _finite(body.get("value")):
+            reduced[str(name)] = float(body["value"])
+    return reduced
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass
+class StepRecord:
+    """One finished step, as stored in the state file."""
+
+    n: int
+    settings: Settings
+    status: str
+    reason: str | None = None
+    message: str | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    finished_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """A step judged against the plan's objective."""
+
+    feasible: bool
+    objective: float | None
+    violation: float
+    constraints: list[dict[str, Any]]
+
+
+def assess(objective: Objective, record: StepRecord) -> Assessment:
+    """Whether ``record`` met every constraint, its objective value and its total violation."""
+    checks = []
+    violation = 0.0 if record.status == "ok" else math.inf
+    for constraint in objective.constraints:
+        value = record.metrics.get(constraint.metric)
+        checks.append({"constraint": str(constraint), "value": value, "met": constraint.holds(value)})
+        violation += constraint.violation(value)
+    value = record.metrics.get(objective.metric)
+    return Assessment(violation == 0.0, value, violation, checks)
+
+
+def _trial(objective: Objective, record: StepRecord) -> Trial:
+    judged = assess(objective, record)
+    score = None
+    if judged.objective is not None:
+        score = judged.objective if objective.sense == "minimize" else -judged.objective
+    return Trial(record.settings, score, judged.violation, informative=record.status != "cancelled")
+
+
+@dataclass
+class _InFlight:
+    """The command handed out and not yet answered."""
+
+    kind: Literal["describe", "baseline", "adjust", "measure"]
+    n: int
+    command: dict[str, Any]
+    settings: Settings | None = None
+    attempts: int = 1
+    cancelled: str | None = None
+    progress: float | None = None
+    message: str | None = None
+
+    def uid(self) -> str | None:
+        return self.command.get("cmd_uid")
+
+
+class _StoredStep(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # derived keys (feasible, objective...) are recomputed
+
+    n: int = Field(ge=0)
+    settings: dict[str, dict[str, Any]]
+    status: Literal["ok", "failed", "rejected", "aborted", "cancelled"]
+    reason: str | None = None
+    message: str | None = None
+    metrics: dict[str, float] = Field(default_factory=dict)
+    finished_at: float = 0.0
+
+
+class _StoredState(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    version: Literal[1]
+    app: str
+    steps: list[_StoredStep]
+
+
+class SearchDriver:
+    """A ``Driver`` (driver.py) that searches the described settings for the plan's objective.
+
+    >>> driver = SearchDriver.from_plan({"app": "example.com/web", "steps": 5,
+    ...                                  "objective": {"minimize": "cost"}})
+    >>> driver.next_command()["cmd"]
+    'DESCRIBE'
+    """
+
+    def __init__(
+        self,
+        plan: Plan,
+        state_file: Path | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.plan = plan
+        self.state_file = Path(state_file) if state_file is not None else None
+        self._clock = clock
+        self._options = StrategyOptions(initial_samples=plan.search.initial_samples)
+        self._phase = "describe"
+        self._message: str | None = None
+        self._steps: list[StepRecord] = []
+        self._space: SearchSpace | None = None
+        self._described_metrics: list[str] = []
+        self._inflight: _InFlight | None = None
+        self._pending_measure: tuple[int, Settings] | None = None
+        self._describe_attempts = 0
+        self._persist_error: str | None = None
+        if self.state_file is not None:
+            self._steps = _load_state(self.state_file, plan)
+
+    @classmethod
+    def from_plan(
+        cls, plan: Mapping[str, Any] | Plan, state_file: Path | None = None, *, source: str = "plan"
+    ) -> SearchDriver:
+        """A driver for ``plan`` (a plan file's mapping, or a ``Plan``).
+
+        ConfigError on a bad plan (naming ``source`` and the key) or an unusable state file.
+        """
+        return cls(parse_plan(dict(plan) if isinstance(plan, Mapping) else plan, source=source), state_file)
+
+    # -- Driver protocol ------------------------------------------------------------------------
+
+    def next_command(self) -> dict[str, Any]:
+        if self._inflight is not None:
+            self._result_never_came(self._inflight)
+            if self._inflight is not None:
+                return self._inflight.command
+        return self._issue()
+
+    def progress_reply(self, command: dict[str, Any], progress: dict[str, Any]) -> dict[str, Any] | None:
+        inflight = self._matching(command)
+        if inflight is not None:
+            if _finite(progress.get("progress")):
+                inflight.progress = float(progress["progress"])
+            if isinstance(progress.get("message"), str):
+                inflight.message = progress["message"]
+        return None
+
+    def on_result(self, command: dict[str, Any], event: str, result: dict[str, Any]) -> dict[str, Any] | None:
+        inflight = self._matching(command)
+        if inflight is None or event != _RESULT_EVENTS.get(str(command.get("cmd"))):
+            log.info("ignoring %s for %s: not the command in flight", event, command.get("cmd_uid"))
+            return None
+        status = result.get("status")
+        reason, message = _text(result.get("reason")), _text(result.get("message"))
+        if status not in STATUSES:
+            status, reason, message = (
+                "failed",
+                "bad-result",
+                f"the result's status {status!r} is not one of {STATUSES}",
+            )
+        if inflight.cancelled is not None and status == "ok":
+            # Abort was pressed as the result went out: the command counts as cancelled (protocol.md).
+            status, reason = "cancelled", inflight.cancelled
+        if inflight.kind == "describe":
+            self._described(inflight, status, reason, message, result.get("descriptor"))
+        elif inflight.kind == "adjust" and status == "ok":
+            self._inflight = None
+            self._pending_measure = (inflight.n, _applied(inflight.settings or {}, result.get("state")))
+            self._persist()
+        else:
+            metrics = reduce_metrics(result.get("metrics")) if inflight.kind != "adjust" else {}
+            self._finish(inflight, status, reason, message, metrics)
+        return None
+
+    def on_cancelled(self, command: dict[str, Any], reason: str) -> None:
+        inflight = self._matching(command)
+        if inflight is not None:
+            inflight.cancelled = reason or "cancelled"
+
+    def state(self) -> dict[str, Any]:
+        status = replay([_trial(self.plan.objective, r) for r in self._steps], self._options)
+        return {
+            "phase": self._phase,
+            "message": self._message,
+            "plan": self.plan.summary(),
+            "current": self._current_json(),
+            "steps": [self._step_json(record) for record in self._steps],
+            "best": self._best_json(),
+            "search": {"radius": status.radius, "exploring": status.exploring},
+            "space": self._space_json(),
+            "state_file": str(self.state_file) if self.state_file else None,
+            "persist_error": self._persist_error,
+        }
+
+    # -- what the search knows ------------------------------------------------------------------
+
+    @property
+    def phase(self) -> str:
+        """``describe``, ``baseline``, ``search``, ``done`` or ``failed``."""
+        return self._phase
+
+    @property
+    def steps(self) -> list[StepRecord]:
+        return list(self._steps)
+
+    def best(self) -> StepRecord | None:
+        """The feasible step with the best objective, or None."""
+        objective = self.plan.objective
+        candidates = [
+            (judged.objective, record)
+            for record in self._steps
+            if (judged := assess(objective, record)).feasible and judged.objective is not None
+        ]
+        if not candidates:
+            return None
+        pick = min if objective.sense == "minimize" else max
+        return pick(candidates, key=lambda pair: pair[0])[1]
+
+    # -- issuing commands -----------------------------------------------------------------------
+
+    def _issue(self) -> dict[str, Any]:
+        if self._phase == "describe":
+            if self._describe_attempts >= COMMAND_ATTEMPTS:
+                self._phase = "failed"
+                self._message = f"DESCRIBE failed {COMMAND_ATTEMPTS} times: {self._message or 'no result'}"
+                return self._sleep()
+            self._describe_attempts += 1
+            return self._send("describe", 0, {"cmd": "DESCRIBE", "param": {}})
+        if self._phase == "baseline":
+            assert self._space is not None
+            return self._send("baseline", 0, self._measure_command(), self._space.current())
+        if self._phase == "search":
+            if self._pending_measure is not None:
+                n, settings = self._pending_measure
+                self._pending_measure = None
+                return self._send("measure", n, self._measure_command(), settings)
+            n = self._steps[-1].n + 1 if self._steps else 1
+            if n > self.plan.steps:
+                self._phase = "done"
+                return self._sleep()
+            settings = self._propose(n)
+            return self._send("adjust", n, self._adjust_command(settings), settings)
+        return self._sleep()
+
+    def _send(
+        self, kind: Any, n: int, command: dict[str, Any], settings: Settings | None = None
+    ) -> dict[str, Any]:
+        self._inflight = _InFlight(kind, n, command, settings)
+        return command
+
+    def _sleep(self) -> dict[str, Any]:
+        reason = self._message if self._phase == "failed" else "optimization finished"
+        return {"cmd": "SLEEP", "param": {"duration": self.plan.sleep, "data": {"reason": reason}}}
+
+    def _propose(self, n: int) -> Settings:
+        assert self._space is not None
+        history = [_trial(self.plan.objective, record) for record in self._steps]
+        rng = random.Random(f"{self.plan.seed}/{n}")
+        return propose(self._space, history, rng, self._options)
+
+    def _measure_command(self) -> dict[str, Any]:
+        return {
+            "cmd": "MEASURE",
+            "param": {"metrics": self._metrics_to_measure(), "control": self.plan.measure.model_dump()},
+        }
+
+    def _adjust_command(self, settings: Settings) -> dict[str, Any]:
+        assert self._space is not None
+        components: dict[str, Any] = {}
+        for p in self._space.free:  # pinned settings are never sent
+            components.setdefault(p.component, {"settings": {}})["settings"][p.name] = {
+                "value": settings[p.component][p.name]
+            }
+        return {
+            "cmd": "ADJUST",
+            "param": {
+                "state": {"application": {"components": components}},
+                "control": {"settlement": self.plan.settlement},
+            },
+        }
+
+    def _metrics_to_measure(self) -> list[str]:
+        if self.plan.metrics is not None:
+            return list(self.plan.metrics)
+        objective = self.plan.objective
+        needed = [objective.metric, *(c.metric for c in objective.constraints)]
+        return sorted(set(self._described_metrics) | set(needed))
+
+    # -- results --------------------------------------------------------------------------------
+
+    def _matching(self, command: Mapping[str, Any]) -> _InFlight | None:
+        """The command in flight if ``command`` is it (same cmd, and same cmd_uid once known)."""
+        inflight = self._inflight
+        if inflight is None or command.get("cmd") != inflight.command.get("cmd"):
+            return None
+        uid = command.get("cmd_uid")
+        if inflight.uid() is None:
+            if uid is not None:
+                inflight.command["cmd_uid"] = uid
+            return inflight
+        return inflight if uid == inflight.uid() else None
+
+    def _result_never_came(self, inflight: _InFlight) -> None:
+        """The servo asked for the next command while ``inflight`` was unanswered."""
+        if inflight.cancelled is not None:
+            self._finish(inflight, "cancelled", inflight.cancelled, "cancelled; no result was posted", {})
+        elif inflight.kind == "describe":
+            self._inflight = None  # _issue counts DESCRIBE attempts
+            self._message = "no DESCRIPTION came"
+        elif inflight.attempts < COMMAND_ATTEMPTS:
+            command = {key: value for key, value in inflight.command.items() if key != "cmd_uid"}
+            self._inflight = _InFlight(
+                inflight.kind, inflight.n, command, inflight.settings, inflight.attempts + 1
+            )
+        else:
+            message = f"no result after {COMMAND_ATTEMPTS} attempts"
+            self._finish(inflight, "failed", "lost", message, {})
+
+    def _described(
+        self, inflight: _InFlight, status: str, reason: str | None, message: str | None, descriptor: object
+    ) -> None:
+        self._inflight = None
+        if status != "ok":
+            self._message = f"DESCRIBE {status} ({reason}): {message or 'no message'}"
+            return
+        try:
+            application = descriptor["application"]  # type: ignore[index]
+            space = SearchSpace.from_components(application["components"])
+            metrics = descriptor.get("measurement", {}).get("metrics", {})  # type: ignore[union-attr]
+        except (TypeError, KeyError, AttributeError, ValueError) as exc:
+            self._message = f"DESCRIPTION unusable: {exc}"
+            return
+        self._space = space
+        self._described_metrics = (
+            [str(name) for name in metrics] if isinstance(metrics, Mapping | list) else []
+        )
+        self._message = None if space.free else "nothing to search: no free settings were described"
+        has_baseline = any(record.n == 0 for record in self._steps)
+        if not has_baseline:
+            self._phase = "baseline"
+        else:
+            self._phase = "search" if space.free else "done"
+
+    def _finish(
+        self,
+        inflight: _InFlight,
+        status: str,
+        reason: str | None,
+        message: str | None,
+        metrics: dict[str, float],
+    ) -> None:
+        """Record the step ``inflight`` belonged to, persist, and move on."""
+        self._inflight = None
+        self._steps.append(
+            StepRecord(
+                n=inflight.n,
+                settings=inflight.settings or {},
+                status=status,
+                reason=reason,
+                message=message,
+                metrics=metrics,
+                finished_at=self._clock(),
+            )
+        )
+        if inflight.kind == "baseline":
+            self._phase = "search" if self._space is not None and self._space.free else "done"
+        self._persist()
+
+    # -- views ----------------------------------------------------------------------------------
+
+    def _step_json(self, record: StepRecord) -> dict[str, Any]:
+        judged = assess(self.plan.objective, record)
+        return {
+            "n": record.n,
+            "settings": record.settings,
+            "metrics": record.metrics,
+            "status": record.status,
+            "reason": record.reason,
+            "message": record.message,
+            "feasible": judged.feasible,
+            "objective": judged.objective,
+            "constraints": judged.constraints,
+            "finished_at": record.finished_at,
+        }
+
+    def _best_json(self) -> dict[str, Any] | None:
+        best = self.best()
+        if best is None:
+            return None
+        objective = best.metrics.get(self.plan.objective.metric)
+        return {"step": best.n, "settings": best.settings, "metrics": best.metrics, "objective": objective}
+
+    def _current_json(self) -> dict[str, Any] | None:
+        inflight = self._inflight
+        if inflight is None:
+            return None
+        return {
+            "cmd": inflight.command.get("cmd"),
+            "cmd_uid": inflight.uid(),
+            "step": inflight.n,
+            "kind": inflight.kind,
+            "settings": inflight.settings,
+            "attempt": inflight.attempts,
+            "progress": inflight.progress,
+            "message": inflight.message,
+            "cancelled": inflight.cancelled,
+        }
+
+    def _space_json(self) -> list[dict[str, Any]]:
+        if self._space is None:
+            return []
+        return [
+            {
+                "setting": p.label,
+                "type": p.kind,
+                "min": p.minimum if p.kind == "range" else None,
+                "max": p.maximum if p.kind == "range" else None,
+                "step": p.step if p.kind == "range" else None,
+                "values": list(p.values) if p.kind == "enum" else None,
+                "pinned": p.pinned,
+                "value": p.value,
+            }
+            for p in self._space.parameters
+        ]
+
+    # -- persistence ----------------------------------------------------------------------------
+
+    def _persist(self) -> None:
+        if self.state_file is None:
+            return
+        document = {
+            "version": STATE_VERSION,
+            "app": self.plan.app,
+            "plan": self.plan.summary(),
+            "steps": [self._step_json(record) for record in self._steps],
+            "best": self._best_json(),
+        }
+        try:
+            _write_atomically(self.state_file, json.dumps(document, indent=1, sort_keys=True))
+            self._persist_error = None
+        except OSError as exc:
+            # The search goes on in memory; the console and the log say the file is stale.
+            self._persist_error = f"{self.state_file}: cannot write: {exc.strerror or exc}"
+            log.error("%s", self._persist_error)
+
+
+def _load_state(path: Path, plan: Plan) -> list[StepRecord]:
+    """The steps stored in ``path`` (none if it does not exist); ConfigError naming it when unusable."""
+    source = str(path)
+    if not path.exists():
+        if not path.parent.is_dir():
+            raise ConfigError(f"the directory {path.parent} does not exist", source=source)
+        return []
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(
+            f"corrupt optimizer state file ({exc}); move it away to start afresh", source=source
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError("corrupt optimizer state file: not a JSON object", source=source)
+    try:
+        stored = _StoredState.model_validate(data)
+    except ValidationError as exc:
+        raise config_error(problems_from_validation(exc, model=_StoredState, source=source)) from None
+    if stored.app != plan.app:
+        raise ConfigError(
+            f"this state file is for app {stored.app!r}, the plan is for {plan.app!r}; use another state file",
+            source=source,
+            key="app",
+        )
+    numbers = [step.n for step in stored.steps]
+    if numbers != sorted(set(numbers)):
+        raise ConfigError(
+            "corrupt optimizer state file: step numbers repeat or are out of order",
+            source=source,
+            key="steps",
+        )
+    return [StepRecord(**step.model_dump()) for step in stored.steps]
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Readers see the old file or the new one, never half of one: write a sibling, fsync, rename."""
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _applied(requested: Settings, state: object) -> Settings:
+    """The settings in force: the ADJUSTMENT's ``state`` where it says, what was asked for elsewhere."""
+    applied = {component: dict(values) for component, values in requested.items()}
+    try:
+        components = state["application"]["components"]  # type: ignore[index]
+        for component, body in components.items():
+            for name, setting in body["settings"].items():
+                if component in applied and name in applied[component] and "value" in setting:
+                    applied[component][name] = setting["value"]
+    except (TypeError, KeyError, AttributeError):
+        pass  # a partial or odd state: keep what was asked for
+    return applied
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)

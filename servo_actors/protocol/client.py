@@ -1,0 +1,388 @@
+"""OptimizerClient: the servo's side of the wire, over HTTP, with the retry rules of protocol.md.
+
+::
+
+    stop = threading.Event()                      # set it from a SIGTERM handler
+    client = OptimizerClient(config.optimizer, config.settings, servo_uid=config.servo_uid, stop=stop)
+    client.hello({"connectors": 3})
+    command = client.whats_next()                 # a Command, or None once stop is set
+    client.post_progress("MEASUREMENT", progress_param(command.cmd_uid, progress=50, runtime=2.5))
+    status = client.post_result("MEASUREMENT", measurement_result(command.cmd_uid, metrics={...}))
+    client.goodbye("SIGTERM")
+
+What each call does when the optimizer misbehaves:
+
+============  ==========================================================================
+whats_next    never gives up: retries (backoff) until a command comes or ``stop`` is set
+hello,        retried until ``backoff.max_time``, then dropped with an error (None);
+post_result   a 2xx reply that cannot be read is not reposted (the post arrived)
+post_progress bounded by one ``progress_interval``: a heartbeat must never hold up the
+              operation it reports on; an undelivered one is skipped (None), the next follows
+goodbye       one attempt, at most ``GOODBYE_TIMEOUT`` seconds, not interrupted by ``stop``
+============  ==========================================================================
+
+Connection errors, timeouts, 5xx, 404, 408 and 429 are retried with exponential backoff (see
+``backoff.py``); other 4xx (401, 403, 400...) are logged as errors naming the URL and the status,
+then wait at least ``backoff.max``; 410 ("unexpected servo_uid": this servo was replaced) waits
+``gone_wait``. A reply that is not JSON or not of a protocol shape is logged and, when polling,
+polled again. The token never appears in a log line, an exception or a repr.
+
+Every request runs on a short-lived worker thread while the caller waits on ``stop``: setting
+``stop`` (or a signal handler raising in the caller) ends a backoff sleep or an in-flight request at
+once; an abandoned request finishes in the background on a session that is then discarded. The
+client may be used from several threads (requests' connection pool is thread-safe).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import requests
+from pydantic import SecretStr
+
+from servo_actors import USER_AGENT
+from servo_actors.config.models import OptimizerConfig, Settings
+from servo_actors.config.secrets import read_token
+from servo_actors.errors import ConfigError, ProtocolError
+from servo_actors.protocol.backoff import MIN_DELAY, BackoffPolicy, RetrySchedule, refusal_delay
+from servo_actors.protocol.models import (
+    Command,
+    Event,
+    OptimizerStatus,
+    envelope,
+    goodbye_param,
+    hello_param,
+    parse_reply,
+)
+
+log = logging.getLogger(__name__)
+
+GOODBYE_TIMEOUT = 5.0
+"""Seconds GOODBYE may take in all: it is sent on the way out, best effort."""
+GONE_WAIT = 600.0
+"""Seconds to wait after 410 ("unexpected servo_uid"): the servo was replaced or deprovisioned."""
+STOP_CHECK_INTERVAL = 0.05
+"""How often a caller waiting on an in-flight request looks at the stop event."""
+LOGGED_BODY_CHARS = 200
+"""How much of an unexpected reply body goes into a log line."""
+RETRY_STATUSES = frozenset({404, 408, 429})
+"""Besides every 5xx, the HTTP statuses retried with backoff (protocol.md)."""
+MASK = "**********"
+
+_Kind = Literal["ok", "retry", "refused", "gone", "bad-reply", "stopped"]
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What one POST came to. ``problem`` is a phrase for a log line (never holds the token)."""
+
+    kind: _Kind
+    status: int | None = None
+    body: Any = None
+    problem: str = ""
+
+
+def auth_headers(token: SecretStr | None) -> dict[str, str]:
+    """The token header in its three forms (protocol.md). ConfigError (without the token) if unusable.
+
+    ``X-SF-Token abc`` -> ``X-SF-Token: abc``; ``Bearer abc`` -> ``Authorization: Bearer abc``;
+    ``abc`` -> ``Authorization: Bearer abc``.
+    """
+    if token is None:
+        return {}
+    value = token.get_secret_value().strip()
+    if not value:
+        raise ConfigError("is empty", key="optimizer.token")
+    if value.startswith("X-SF-Token "):
+        name, header = "X-SF-Token", value.removeprefix("X-SF-Token ").strip()
+    elif "Bearer" in value:
+        name, header = "Authorization", value
+    else:
+        name, header = "Authorization", f"Bearer {value}"
+    # requests would quote a bad header value in its exception: refuse it here, without the value.
+    if not header or header.startswith(" ") or any(not (" " <= ch <= "~") for ch in header):
+        raise ConfigError(
+            "is empty or has characters an HTTP header cannot carry (control or non-ASCII)",
+            key="optimizer.token",
+        )
+    return {name: header}
+
+
+class OptimizerClient:
+    """Talks to the optimizer at ``optimizer.servo_url``. See the module docstring for the rules.
+
+    ``token``: the token as a SecretStr; when None, ``read_token(optimizer)`` resolves it (the
+    config's ``token`` or ``token_file``). ``stop``: set it to end every wait at once.
+    """
+
+    def __init__(
+        self,
+        optimizer: OptimizerConfig,
+        settings: Settings,
+        *,
+        token: SecretStr | None = None,
+        servo_uid: str | None = None,
+        stop: threading.Event | None = None,
+        gone_wait: float = GONE_WAIT,
+        rng: random.Random | None = None,
+    ) -> None:
+        if token is None:
+            token = read_token(optimizer)
+        self.url = optimizer.servo_url
+        self.servo_uid = servo_uid
+        self.settings = settings
+        self.policy = BackoffPolicy.from_config(settings.backoff)
+        self.gone_wait = gone_wait
+        self._stop = stop if stop is not None else threading.Event()
+        self._rng = rng if rng is not None else random.Random()
+        self._secret = token.get_secret_value().strip() if token is not None else None
+        self._headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT, **auth_headers(token)}
+        self._session_lock = threading.Lock()
+        self._session = requests.Session()
+
+    def __repr__(self) -> str:
+        return f"OptimizerClient(url={self.url!r}, servo_uid={self.servo_uid!r})"
+
+    def __enter__(self) -> OptimizerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._session_lock:
+            self._session.close()
+
+    # --- the protocol ---------------------------------------------------------------------------
+
+    def hello(self, telemetry: dict[str, Any] | None = None) -> OptimizerStatus | None:
+        """HELLO; the optimizer's status, or None if not delivered by ``backoff.max_time`` (or stopped)."""
+        reply = self._post_until_answered(Event.HELLO, hello_param(USER_AGENT, telemetry), gives_up=True)
+        return reply if isinstance(reply, OptimizerStatus) else None
+
+    def whats_next(self) -> Command | None:
+        """Poll until the optimizer gives a command. Never gives up; None only once ``stop`` is set."""
+        reply = self._post_until_answered(Event.WHATS_NEXT, None, gives_up=False)
+        return None if isinstance(reply, OptimizerStatus) else reply
+
+    def post_result(self, event: str, param: dict[str, Any]) -> OptimizerStatus | None:
+        """Post a result (DESCRIPTION, MEASUREMENT, ADJUSTMENT) and return the optimizer's status.
+
+        None when the answer is unknown: dropped after ``backoff.max_time`` (logged as an error),
+        stopped, or an unreadable reply. Treat None like ``ok``: poll again.
+        """
+        reply = self._post_until_answered(event, param, gives_up=True)
+        return reply if isinstance(reply, OptimizerStatus) else None
+
+    def post_progress(self, event: str, progress: dict[str, Any]) -> OptimizerStatus | None:
+        """Post progress; the status (``ok``, ``cancel``...), or None if not delivered in time.
+
+        Bounded by ``settings.progress_interval`` in all (attempts and retries): the operation keeps
+        its pace, and the next progress post comes one interval later anyway.
+        """
+        deadline = time.monotonic() + self.settings.progress_interval
+        schedule = self._schedule(gives_up=False)
+        while True:
+            outcome = self._exchange(event, progress, deadline=deadline, interruptible=True)
+            if outcome.kind == "stopped":
+                return None
+            if outcome.kind == "ok":
+                outcome = self._read_reply(outcome, expect=OptimizerStatus)
+                if outcome.kind == "ok":
+                    return outcome.body
+            if outcome.kind != "retry":
+                self._log_failure(event, outcome, None)
+                return None
+            delay = schedule.next_delay()
+            if delay is None or time.monotonic() + delay >= deadline:
+                log.warning(
+                    "progress (%s) to %s not delivered within the progress interval (%s); skipped",
+                    event,
+                    self.url,
+                    outcome.problem,
+                )
+                return None
+            if self._stop.wait(delay):
+                return None
+
+    def goodbye(self, reason: str, *, timeout: float = GOODBYE_TIMEOUT) -> OptimizerStatus | None:
+        """GOODBYE, best effort: one attempt of at most ``timeout`` seconds, even after ``stop``."""
+        deadline = time.monotonic() + timeout
+        outcome = self._exchange(Event.GOODBYE, goodbye_param(reason), deadline=deadline, interruptible=False)
+        if outcome.kind == "ok":
+            outcome = self._read_reply(outcome, expect=OptimizerStatus)
+            if outcome.kind == "ok":
+                return outcome.body
+        log.warning("GOODBYE to %s not delivered: %s", self.url, outcome.problem)
+        return None
+
+    # --- retries ---------------------------------------------------------------------------------
+
+    def _schedule(self, *, gives_up: bool) -> RetrySchedule:
+        return RetrySchedule(self.policy, gives_up=gives_up, clock=time.monotonic, rng=self._rng)
+
+    def _post_until_answered(
+        self, event: str, param: dict[str, Any] | None, *, gives_up: bool
+    ) -> Command | OptimizerStatus | None:
+        # WHATS_NEXT wants a command; everything else wants a status.
+        expect = (Command if event == Event.WHATS_NEXT else OptimizerStatus,)
+        schedule = self._schedule(gives_up=gives_up)
+        while not self._stop.is_set():
+            outcome = self._exchange(event, param, deadline=None, interruptible=True)
+            if outcome.kind == "stopped":
+                return None
+            if outcome.kind == "ok":
+                outcome = self._read_reply(outcome, expect=expect)
+                if outcome.kind == "ok":
+                    return outcome.body
+            if outcome.kind == "bad-reply" and gives_up:
+                # The post arrived (HTTP 2xx): posting it again could deliver a result twice.
+                self._log_failure(event, outcome, None)
+                return None
+            delay = self._delay_after(outcome, schedule)
+            self._log_failure(event, outcome, delay)
+            if delay is None:
+                log.error(
+                    "dropped %s to %s: not delivered within backoff.max_time (%.1fs)",
+                    event,
+                    self.url,
+                    self.policy.max_time,
+                )
+                return None
+            if self._stop.wait(delay):
+                return None
+        return None
+
+    def _delay_after(self, outcome: _Outcome, schedule: RetrySchedule) -> float | None:
+        if outcome.kind == "refused":
+            return schedule.next_delay(at_least=refusal_delay(self.policy, self._rng))
+        if outcome.kind == "gone":
+            return schedule.next_delay(at_least=self.gone_wait)
+        return schedule.next_delay()
+
+    def _log_failure(self, event: str, outcome: _Outcome, delay: float | None) -> None:
+        then = f"; next attempt in {delay:.2f}s" if delay is not None else ""
+        where = f"POST {event} to {self.url}"
+        if outcome.kind == "refused":
+            hint = " (check the token)" if outcome.status in (401, 403) else ""
+            log.error("%s refused: %s%s%s", where, outcome.problem, hint, then)
+        elif outcome.kind == "gone":
+            log.error(
+                "%s: %s: this servo was replaced or deprovisioned (unexpected servo_uid)%s",
+                where,
+                outcome.problem,
+                then,
+            )
+        elif outcome.kind == "bad-reply":
+            log.error("%s: %s%s", where, outcome.problem, then)
+        else:
+            log.warning("%s failed: %s%s", where, outcome.problem, then)
+
+    def _read_reply(self, outcome: _Outcome, *, expect: Any) -> _Outcome:
+        try:
+            reply = parse_reply(outcome.body)
+        except ProtocolError as exc:
+            problem = f"the reply has the wrong shape: {self._redact(str(exc))}"
+            return _Outcome("bad-reply", outcome.status, None, problem)
+        if not isinstance(reply, expect):
+            if isinstance(reply, OptimizerStatus):
+                what = f"status {reply.status!r}"
+            else:
+                what = f"command {reply.cmd!r}"
+            return _Outcome("bad-reply", outcome.status, None, f"unexpected reply: {what}")
+        return _Outcome("ok", outcome.status, reply)
+
+    # --- one POST --------------------------------------------------------------------------------
+
+    def _exchange(
+        self, event: str, param: dict[str, Any] | None, *, deadline: float | None, interruptible: bool
+    ) -> _Outcome:
+        """One POST on a worker thread, abandoned when ``stop`` is set or ``deadline`` passes."""
+        body = json.dumps(envelope(event, param, self.servo_uid)).encode()
+        with self._session_lock:
+            session = self._session
+        timeout = self._timeouts(deadline)
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def send() -> None:
+            try:
+                box["response"] = session.post(self.url, data=body, headers=self._headers, timeout=timeout)
+            except Exception as exc:  # any failure of the worker is reported, never lost
+                box["error"] = exc
+            finally:
+                done.set()
+
+        finished = False
+        try:
+            threading.Thread(target=send, name=f"optimizer-{event}", daemon=True).start()
+            while not done.wait(STOP_CHECK_INTERVAL):
+                if interruptible and self._stop.is_set():
+                    return _Outcome("stopped", problem="stopped")
+                if deadline is not None and time.monotonic() >= deadline:
+                    return _Outcome("retry", problem="no reply in the time allowed")
+            finished = True
+        finally:
+            if not finished:
+                self._abandon(session)
+        if "error" in box:
+            return self._failed(box["error"])
+        return self._classify(box["response"])
+
+    def _timeouts(self, deadline: float | None) -> tuple[float, float]:
+        connect, read = self.settings.timeouts.connect, self.settings.timeouts.read
+        if deadline is None:
+            return connect, read
+        left = max(deadline - time.monotonic(), MIN_DELAY)
+        return min(connect, left), min(read, left)
+
+    def _abandon(self, session: requests.Session) -> None:
+        # The abandoned request still owns that session's connection; later calls get a fresh one.
+        with self._session_lock:
+            if self._session is session:
+                self._session = requests.Session()
+
+    def _failed(self, exc: Exception) -> _Outcome:
+        if isinstance(exc, requests.Timeout):
+            problem = f"timed out ({type(exc).__name__})"
+        elif isinstance(exc, requests.ConnectionError):
+            problem = f"cannot connect ({type(exc).__name__})"
+        else:
+            problem = f"{type(exc).__name__}: {self._redact(str(exc))[:LOGGED_BODY_CHARS]}"
+        return _Outcome("retry", problem=problem)
+
+    def _classify(self, response: requests.Response) -> _Outcome:
+        code = response.status_code
+        if 200 <= code < 300:
+            try:
+                return _Outcome("ok", code, json.loads(response.content))
+            except ValueError:
+                return _Outcome(
+                    "bad-reply", code, None, f"the reply is not JSON: {self._snippet(response)!r}"
+                )
+        problem = f"HTTP {code} {response.reason or ''}".rstrip()
+        snippet = self._snippet(response)
+        if snippet:
+            problem += f": {snippet}"
+        if code == 410:
+            return _Outcome("gone", code, None, problem)
+        if code >= 500 or code in RETRY_STATUSES:
+            return _Outcome("retry", code, None, problem)
+        return _Outcome("refused", code, None, problem)
+
+    def _snippet(self, response: requests.Response) -> str:
+        text = response.content[:LOGGED_BODY_CHARS].decode("utf-8", errors="replace")
+        return self._redact(" ".join(text.split()))
+
+    def _redact(self, text: str) -> str:
+        # A server might echo what we sent; the token must not reach a log line through it.
+        return text.replace(self._secret, MASK) if self._secret else text
+
+
+__all__ = ["GONE_WAIT", "GOODBYE_TIMEOUT", "OptimizerClient", "auth_headers"]

@@ -1,0 +1,543 @@
+"""Pydantic models of the optimizer wire protocol (docs/protocol.md). Plain data, nothing else.
+
+Reading the wire::
+
+    >>> cmd = parse_reply({"cmd": "MEASURE", "cmd_uid": "c2",
+    ...                    "param": {"metrics": ["throughput"], "control": {"duration": "5m"}}})
+    >>> cmd.param.control.duration
+    300.0
+    >>> to_wire(cmd)
+    {'cmd': 'MEASURE', 'cmd_uid': 'c2', 'param': {'metrics': ['throughput'], 'control': {'duration': 300}}}
+
+Writing it: the ``*_result`` / ``*_param`` helpers at the end build an event's ``param`` from plain
+dicts (the shapes connectors return), validate it and return the wire dict.
+
+Rules that shape this module:
+
+- ``to_wire`` dumps only what was set, so a message read from the wire dumps back to the same JSON
+  (the examples of protocol.md round-trip exactly; durations come back as seconds).
+- What the optimizer writes tolerates extra keys (``extra="allow"``, kept on dump); only the
+  envelope is closed: exactly ``event``, ``param`` and ``servo_uid``.
+- A wrong shape raises one ``ProtocolError`` whose ``field`` is the dotted path at fault, e.g.
+  ``param.control.duration: not a duration: 'x'``. Nothing else escapes the parse functions.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
+
+from servo_actors.config.models import Duration
+from servo_actors.errors import ProtocolError
+
+# SLEEP without a duration sleeps this long (protocol.md).
+SLEEP_DEFAULT_SECONDS = 120.0
+# An int this large cannot become a float; no real duration comes near it.
+_LARGEST_SECONDS = 10**300
+
+
+class Event(StrEnum):
+    """What the servo posts."""
+
+    HELLO = "HELLO"
+    WHATS_NEXT = "WHATS_NEXT"
+    DESCRIPTION = "DESCRIPTION"
+    MEASUREMENT = "MEASUREMENT"
+    ADJUSTMENT = "ADJUSTMENT"
+    GOODBYE = "GOODBYE"
+
+
+class CommandName(StrEnum):
+    """What the optimizer answers a WHATS_NEXT with."""
+
+    DESCRIBE = "DESCRIBE"
+    MEASURE = "MEASURE"
+    ADJUST = "ADJUST"
+    SLEEP = "SLEEP"
+
+
+RESULT_EVENT: dict[str, Event] = {
+    CommandName.DESCRIBE: Event.DESCRIPTION,
+    CommandName.MEASURE: Event.MEASUREMENT,
+    CommandName.ADJUST: Event.ADJUSTMENT,
+}
+"""The event that carries a command's result and progress (SLEEP has none)."""
+
+OptimizerStatusName = Literal["ok", "invalid", "unexpected-event", "cancel"]
+ServoStatusName = Literal["ok", "failed", "rejected", "aborted", "cancelled"]
+
+
+# --- scalar types -------------------------------------------------------------------------------
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _number(value: Any) -> Any:
+    # JSON numbers only: no bools, no numeric strings (a lax parse would hide a broken optimizer).
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"expected a number, got {_show(value)}")
+    return value
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"expected a number or a string, got {_show(value)}")
+    return value
+
+
+def _duration(value: Any) -> Any:
+    # parse_duration's ValueError already says "not a duration: 'x' (use seconds, ...)".
+    if value is None:
+        return 0.0
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > _LARGEST_SECONDS:
+        raise ValueError(f"not a duration: {_show(value)} is too large")
+    return value
+
+
+def _seconds_out(seconds: float) -> int | float:
+    # 60.0 goes out as 60, as optimizers and the protocol examples write it.
+    return int(seconds) if float(seconds).is_integer() else seconds
+
+
+def _empty_dict(value: Any) -> Any:
+    return {} if value is None else value
+
+
+def _metric_names(value: Any) -> Any:
+    # MEASURE names metrics as a list, or as a {name: {"unit": ...}} map whose keys count.
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        return list(value)
+    return value
+
+
+Number = Annotated[int | float, BeforeValidator(_number)]
+"""A JSON number; ints stay ints so values go back out as they came in."""
+Scalar = Annotated[int | float | str, BeforeValidator(_scalar)]
+WireDuration = Annotated[Duration, BeforeValidator(_duration), PlainSerializer(_seconds_out)]
+"""Seconds; reads ``30``, ``30.5``, ``"250ms"``, ``"1h30m"`` (null is 0); writes a number."""
+FreeDict = Annotated[dict[str, Any], BeforeValidator(_empty_dict)]
+Word = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")]
+"""A reason: one word such as ``success``, ``timeout``, ``slo-violation``."""
+
+
+class WireModel(BaseModel):
+    """Base of every message part: tolerant of extra keys, which are kept on dump."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+# --- envelope -----------------------------------------------------------------------------------
+
+
+class Envelope(BaseModel):
+    """Every request body: exactly these three keys, nothing more, nothing less."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    event: Event
+    param: dict[str, Any] | None
+    servo_uid: str | None
+
+
+# --- descriptor and state -----------------------------------------------------------------------
+
+
+class Setting(WireModel):
+    """One setting of a component.
+
+    In a descriptor (and an ADJUSTMENT state) it is typed: ``range`` needs ``min``, ``max`` and
+    ``step``; ``enum`` needs ``values``. In an ADJUST command's state it is only ``{"value": v}``.
+    """
+
+    type: Literal["range", "enum"] | None = None
+    value: Scalar | None = None
+    min: Number | None = None
+    max: Number | None = None
+    step: Number | None = None
+    values: list[Scalar] | None = None
+    unit: str | None = None
+    pinned: bool | None = None
+
+    @model_validator(mode="after")
+    def _fields_of_its_type(self) -> Setting:
+        if self.type == "range":
+            missing = [name for name in ("min", "max", "step") if getattr(self, name) is None]
+            if missing:
+                raise ValueError(f"a range setting needs {', '.join(missing)}")
+        elif self.type == "enum" and self.values is None:
+            raise ValueError("an enum setting needs values")
+        return self
+
+
+class Component(WireModel):
+    settings: dict[str, Setting]
+
+
+class Application(WireModel):
+    components: dict[str, Component]
+
+
+class MetricInfo(WireModel):
+    unit: str | None = None
+
+
+class MeasurementInfo(WireModel):
+    metrics: dict[str, MetricInfo]
+
+
+class Descriptor(WireModel):
+    """DESCRIPTION's ``descriptor``: settings per component, and the metrics on offer."""
+
+    application: Application
+    measurement: MeasurementInfo | None = None
+
+
+class State(WireModel):
+    """ADJUST's and ADJUSTMENT's ``state``: ``{"application": {"components": ...}}``."""
+
+    application: Application
+
+
+# --- measurements -------------------------------------------------------------------------------
+
+
+class TimeSeries(WireModel):
+    """One series of a metric: ``{"id": "...", "data": [[epoch_seconds, value], ...]}``."""
+
+    id: str | None = None
+    data: list[tuple[Number, Number]]
+
+
+class Metric(WireModel):
+    """A measured metric: several time series (``values``), or a single reading (``value``)."""
+
+    unit: str | None = None
+    values: list[TimeSeries] | None = None
+    value: Number | None = None
+
+    @model_validator(mode="after")
+    def _has_data(self) -> Metric:
+        if self.values is None and self.value is None:
+            raise ValueError("a metric needs values (time series) or value (a single reading)")
+        return self
+
+
+# --- commands (optimizer -> servo) --------------------------------------------------------------
+
+
+class Control(WireModel):
+    """How a MEASURE or ADJUST should run. Durations are seconds (floats)."""
+
+    duration: WireDuration = 0.0
+    warmup: WireDuration = 0.0
+    delay: WireDuration = 0.0
+    settlement: WireDuration = 0.0
+    load: FreeDict = Field(default_factory=dict)
+    environment: FreeDict = Field(default_factory=dict)
+    userdata: FreeDict = Field(default_factory=dict)
+    """Free for the user; ``userdata.slo`` holds service-level conditions."""
+
+
+class DescribeParam(WireModel):
+    pass
+
+
+class MeasureParam(WireModel):
+    metrics: Annotated[list[str], BeforeValidator(_metric_names)] = Field(default_factory=list)
+    """Names of the metrics wanted (empty: the optimizer named none)."""
+    control: Annotated[Control, BeforeValidator(_empty_dict)] = Field(default_factory=Control)
+
+
+class AdjustParam(WireModel):
+    state: State
+    control: Annotated[Control, BeforeValidator(_empty_dict)] = Field(default_factory=Control)
+
+
+class SleepParam(WireModel):
+    duration: Annotated[
+        WireDuration, BeforeValidator(lambda v: SLEEP_DEFAULT_SECONDS if v is None else v)
+    ] = SLEEP_DEFAULT_SECONDS
+    data: dict[str, Any] | None = None
+
+
+class DescribeCommand(WireModel):
+    cmd: Literal["DESCRIBE"]
+    cmd_uid: str | None = None
+    param: Annotated[DescribeParam, BeforeValidator(_empty_dict)] = Field(default_factory=DescribeParam)
+
+
+class MeasureCommand(WireModel):
+    cmd: Literal["MEASURE"]
+    cmd_uid: str | None = None
+    param: Annotated[MeasureParam, BeforeValidator(_empty_dict)] = Field(default_factory=MeasureParam)
+
+
+class AdjustCommand(WireModel):
+    cmd: Literal["ADJUST"]
+    cmd_uid: str | None = None
+    param: AdjustParam
+
+
+class SleepCommand(WireModel):
+    """No cmd_uid and no result: the servo sleeps ``param.duration`` seconds, then polls again."""
+
+    cmd: Literal["SLEEP"]
+    cmd_uid: str | None = None
+    param: Annotated[SleepParam, BeforeValidator(_empty_dict)] = Field(default_factory=SleepParam)
+
+
+Command = DescribeCommand | MeasureCommand | AdjustCommand | SleepCommand
+
+_COMMAND_MODELS: dict[str, type[BaseModel]] = {
+    CommandName.DESCRIBE: DescribeCommand,
+    CommandName.MEASURE: MeasureCommand,
+    CommandName.ADJUST: AdjustCommand,
+    CommandName.SLEEP: SleepCommand,
+}
+
+
+class OptimizerStatus(WireModel):
+    """The optimizer's answer to anything but WHATS_NEXT: ``{"status": "ok"}``, ``cancel``..."""
+
+    status: OptimizerStatusName
+    message: str | None = None
+    reason: str | None = None
+
+
+# --- events (servo -> optimizer) ----------------------------------------------------------------
+
+
+class HelloParam(WireModel):
+    agent: str
+    telemetry: FreeDict = Field(default_factory=dict)
+
+
+class GoodbyeParam(WireModel):
+    reason: str
+
+
+class ResultStatus(WireModel):
+    """The status fields every result carries."""
+
+    status: ServoStatusName
+    reason: Word
+    message: str | None = None
+    cmd_uid: str | None = None
+
+
+class DescriptionResult(ResultStatus):
+    descriptor: Descriptor | None = None
+
+    @model_validator(mode="after")
+    def _ok_has_descriptor(self) -> DescriptionResult:
+        if self.status == "ok" and self.descriptor is None:
+            raise ValueError("an ok DESCRIPTION needs a descriptor")
+        return self
+
+
+class MeasurementResult(ResultStatus):
+    metrics: dict[str, Metric] | None = None
+    annotations: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _ok_has_metrics(self) -> MeasurementResult:
+        if self.status == "ok" and self.metrics is None:
+            raise ValueError("an ok MEASUREMENT needs metrics")
+        return self
+
+
+class AdjustmentResult(ResultStatus):
+    state: State | None = None
+
+    @model_validator(mode="after")
+    def _ok_has_state(self) -> AdjustmentResult:
+        if self.status == "ok" and self.state is None:
+            raise ValueError("an ok ADJUSTMENT needs a state")
+        return self
+
+
+class Progress(WireModel):
+    """A progress post under a result event. It has no ``status`` key: that tells it from a result."""
+
+    progress: Number = Field(ge=0, le=100)
+    runtime: Number = Field(default=0, ge=0)
+    cmd_uid: str | None = None
+    message: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_status(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "status" in data:
+            raise ValueError("progress has no status key (a status makes it a result)")
+        return data
+
+
+RESULT_MODELS: dict[str, type[ResultStatus]] = {
+    Event.DESCRIPTION: DescriptionResult,
+    Event.MEASUREMENT: MeasurementResult,
+    Event.ADJUSTMENT: AdjustmentResult,
+}
+
+
+# --- reading ------------------------------------------------------------------------------------
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _protocol_error(exc: ValidationError, prefix: str | None) -> ProtocolError:
+    errors = exc.errors(include_url=False, include_input=False)
+    first = errors[0]
+    path = ".".join(str(part) for part in ((prefix,) if prefix else ()) + tuple(first["loc"]))
+    message = first["msg"]
+    for noise in ("Value error, ", "Assertion failed, "):
+        message = message.removeprefix(noise)
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return ProtocolError(message, field=path or None)
+
+
+def validate(model: type[_M], obj: Any, *, field: str | None = None) -> _M:
+    """``model`` from a JSON value, or one ``ProtocolError`` whose field path starts at ``field``."""
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"expected a JSON object, got {_show(obj)}", field=field)
+    try:
+        return model.model_validate(obj)
+    except ValidationError as exc:
+        raise _protocol_error(exc, field) from None
+    except (ValueError, TypeError, RecursionError) as exc:  # defensive: validators are ours
+        raise ProtocolError(f"cannot read it: {type(exc).__name__}", field=field) from None
+
+
+def parse_reply(obj: Any) -> Command | OptimizerStatus:
+    """The optimizer's reply: a command when it has a ``cmd`` key, else a status.
+
+    Raises ``ProtocolError`` (and nothing else) for any other JSON value.
+    """
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"expected a JSON object, got {_show(obj)}", field="reply")
+    if "cmd" not in obj:
+        return validate(OptimizerStatus, obj)
+    name = obj["cmd"]
+    model = _COMMAND_MODELS.get(name) if isinstance(name, str) else None
+    if model is None:
+        raise ProtocolError(
+            f"unknown command {_show(name)} (expected DESCRIBE, MEASURE, ADJUST or SLEEP)", field="cmd"
+        )
+    return validate(model, obj)  # type: ignore[return-value]
+
+
+def parse_envelope(obj: Any) -> Envelope:
+    """A request body (the server's side); the event's param is checked by ``parse_param``."""
+    return validate(Envelope, obj)
+
+
+def parse_param(event: str, param: Any) -> BaseModel | None:
+    """Validate an event's ``param``: a result model, ``Progress``, ``HelloParam``... or None.
+
+    Under a result event, a param without ``status`` is progress (protocol.md).
+    """
+    if event == Event.WHATS_NEXT:
+        if param not in (None, {}):
+            raise ProtocolError("WHATS_NEXT carries no param", field="param")
+        return None
+    if event == Event.HELLO:
+        return validate(HelloParam, param, field="param")
+    if event == Event.GOODBYE:
+        return validate(GoodbyeParam, param, field="param")
+    result_model = RESULT_MODELS.get(event)
+    if result_model is None:
+        raise ProtocolError(f"unknown event {_show(event)}", field="event")
+    if isinstance(param, dict) and "status" not in param:
+        return validate(Progress, param, field="param")
+    return validate(result_model, param, field="param")
+
+
+def to_wire(model: BaseModel) -> dict[str, Any]:
+    """The JSON-able dict of ``model``: only the fields that were set, extras included."""
+    return model.model_dump(mode="json", exclude_unset=True)
+
+
+# --- writing: event params from plain dicts -----------------------------------------------------
+
+
+def _build(model: type[BaseModel], fields: dict[str, Any], what: str) -> dict[str, Any]:
+    # Drop unset optionals so the wire carries only what the caller gave.
+    return to_wire(validate(model, {k: v for k, v in fields.items() if v is not None}, field=what))
+
+
+def envelope(event: str, param: dict[str, Any] | None, servo_uid: str | None) -> dict[str, Any]:
+    """A request body: ``{"event", "param", "servo_uid"}``."""
+    return to_wire(validate(Envelope, {"event": event, "param": param, "servo_uid": servo_uid}))
+
+
+def hello_param(agent: str, telemetry: dict[str, Any] | None = None) -> dict[str, Any]:
+    return _build(HelloParam, {"agent": agent, "telemetry": telemetry or {}}, "param")
+
+
+def goodbye_param(reason: str) -> dict[str, Any]:
+    return _build(GoodbyeParam, {"reason": reason}, "param")
+
+
+def description_result(
+    cmd_uid: str | None, *, components: dict[str, Any], metrics: dict[str, Any]
+) -> dict[str, Any]:
+    """An ok DESCRIPTION from connector shapes: ``components`` and ``metrics`` as ``describe`` returns."""
+    descriptor = {"application": {"components": components}, "measurement": {"metrics": metrics}}
+    fields = {"status": "ok", "reason": "success", "cmd_uid": cmd_uid, "descriptor": descriptor}
+    return _build(DescriptionResult, fields, "param")
+
+
+def measurement_result(
+    cmd_uid: str | None, *, metrics: dict[str, Any], annotations: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """An ok MEASUREMENT: ``metrics`` as ``{name: {"unit", "values": [series...]}|{"unit","value"}}``."""
+    fields = {
+        "status": "ok",
+        "reason": "success",
+        "cmd_uid": cmd_uid,
+        "metrics": metrics,
+        "annotations": annotations or {},
+    }
+    return _build(MeasurementResult, fields, "param")
+
+
+def adjustment_result(cmd_uid: str | None, *, components: dict[str, Any]) -> dict[str, Any]:
+    """An ok ADJUSTMENT whose state holds ``components`` (the values now in force)."""
+    fields = {"status": "ok", "reason": "success", "cmd_uid": cmd_uid}
+    fields["state"] = {"application": {"components": components}}
+    return _build(AdjustmentResult, fields, "param")
+
+
+def failure_result(
+    event: str, cmd_uid: str | None, *, status: str, reason: str, message: str | None
+) -> dict[str, Any]:
+    """A result that is not ok (``failed``, ``rejected``, ``aborted``, ``cancelled``) for ``event``."""
+    model = RESULT_MODELS.get(event)
+    if model is None:
+        raise ProtocolError(f"{_show(event)} is not a result event", field="event")
+    fields = {"status": status, "reason": reason, "message": message, "cmd_uid": cmd_uid}
+    return _build(model, fields, "param")
+
+
+def progress_param(
+    cmd_uid: str | None, *, progress: float, runtime: float, message: str | None = None
+) -> dict[str, Any]:
+    """A progress post: percent done (0-100), seconds since the command arrived."""
+    fields = {"progress": progress, "runtime": runtime, "cmd_uid": cmd_uid, "message": message}
+    return _build(Progress, fields, "param")

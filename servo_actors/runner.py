@@ -1,0 +1,343 @@
+"""The control loop: HELLO, then WHATS_NEXT and the command it brings, until a signal ends the run.
+
+::
+
+    runner = Runner(config, config_path="servo.yaml")
+    exit_code = runner.run()      # blocks until SIGTERM/SIGINT (0) or a terminal failure (1)
+
+The loop itself is small; the pieces it leans on live elsewhere: ``OptimizerClient`` (HTTP and
+retries), ``ServoRuntime`` (the supervised connectors), ``ProgressSchedule`` (when to post
+progress, what percentage), ``SignalWatcher`` (SIGTERM/SIGINT/SIGHUP) and ``results`` below (an
+operation's result as a wire event).
+
+Cancellation is crash-only: whatever the optimizer answers that ends a running operation
+(``cancel``, ``unexpected-event``, ``invalid``) makes the supervisor kill every connector and start
+fresh ones; the loop never waits on a connector to tidy up.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import time
+from collections.abc import Callable
+from typing import Any
+
+from servo_actors import USER_AGENT, __version__
+from servo_actors.actors import OperationResult, ServoRuntime
+from servo_actors.config import ServoConfig
+from servo_actors.connectors import Control
+from servo_actors.errors import ConfigError, ProtocolError, ServoError
+from servo_actors.progress import ProgressSchedule
+from servo_actors.protocol.client import OptimizerClient
+from servo_actors.protocol.models import (
+    AdjustCommand,
+    Command,
+    DescribeCommand,
+    MeasureCommand,
+    OptimizerStatus,
+    SleepCommand,
+    adjustment_result,
+    description_result,
+    failure_result,
+    measurement_result,
+    progress_param,
+)
+from servo_actors.signals import SignalWatcher, StopRequested
+
+log = logging.getLogger(__name__)
+
+WAIT_SLICE = 0.1
+"""Longest the loop waits on an operation before it looks at signals again (seconds)."""
+SLEEP_SLICE = 0.5
+"""Longest a SLEEP waits before it looks for a SIGHUP reload (a stop ends it at once)."""
+
+Observer = Callable[[str, dict[str, Any]], None]
+"""``observer(what, detail)``: told of each command and result, for ``demo`` and tests."""
+
+_RESULT_EVENTS = {"describe": "DESCRIPTION", "measure": "MEASUREMENT", "adjust": "ADJUSTMENT"}
+
+
+class Runner:
+    """Runs the servo against the optimizer named in ``config`` until told to stop.
+
+    ``config_path`` is re-read on SIGHUP; a broken new file is refused and the old one kept.
+    """
+
+    def __init__(
+        self,
+        config: ServoConfig,
+        *,
+        config_path: str | None = None,
+        observer: Observer | None = None,
+        signals: SignalWatcher | None = None,
+    ) -> None:
+        from servo_actors.config.loading import require_optimizer
+
+        require_optimizer(config)
+        self.config = config
+        self.config_path = config_path
+        self.signals = signals or SignalWatcher()
+        self._observer = observer
+        self._stop_reason: str | None = None
+        self.runtime: ServoRuntime | None = None
+        self.client: OptimizerClient | None = None
+
+    # --- public -------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """The exit code: 0 after SIGTERM/SIGINT or ``request_stop``; 1 after a terminal failure."""
+        self.signals.install()
+        try:
+            # The actor system forks its processes: start it before the HTTP client makes threads.
+            self.runtime = ServoRuntime(self.config)
+            self.runtime.start()
+            self.client = self._new_client(self.config)
+            return self._serve()
+        finally:
+            if self.runtime is not None:
+                self.runtime.stop()
+            if self.client is not None:
+                self.client.close()
+            self.signals.restore()
+
+    def request_stop(self, reason: str = "shutdown") -> None:
+        """End the run as a signal would, with GOODBYE ``reason`` (safe from any thread)."""
+        self._stop_reason = reason
+        self.signals.stop.set()
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    def _serve(self) -> int:
+        assert self.client is not None and self.runtime is not None
+        self.client.hello(telemetry(self.config))
+        try:
+            while not self.signals.stop.is_set():
+                if self.signals.take_reload():
+                    self._reload()
+                failure = self.runtime.failure
+                if failure is not None:
+                    log.error("%s", failure)
+                    self._goodbye("failure")
+                    return 1
+                command = self.client.whats_next()
+                if command is None:  # stopped while polling
+                    break
+                self._dispatch(command)
+        except StopRequested:
+            pass
+        # An operation may still run: kill it first (crash-only), then say goodbye.
+        self.runtime.stop()
+        self._goodbye(self._stop_reason or self.signals.stop_signal or "shutdown")
+        return 0
+
+    def _dispatch(self, command: Command) -> None:
+        self._notify(
+            "command", {"cmd": command.cmd, "cmd_uid": command.cmd_uid, "param": _dump(command.param)}
+        )
+        if isinstance(command, SleepCommand):
+            self._sleep(command.param.duration)
+        elif isinstance(command, DescribeCommand):
+            self._operate(command, "describe", {}, progress=False)
+        elif isinstance(command, MeasureCommand):
+            control = _control(command.param.control)
+            self._operate(command, "measure", {"metrics": list(command.param.metrics), "control": control})
+        elif isinstance(command, AdjustCommand):
+            control = _control(command.param.control)
+            components = command.param.state.model_dump(mode="json")["application"]["components"]
+            self._operate(command, "adjust", {"components": _settings_only(components), "control": control})
+
+    def _operate(
+        self, command: Command, operation: str, params: dict[str, Any], *, progress: bool = True
+    ) -> None:
+        assert self.client is not None and self.runtime is not None
+        event = _RESULT_EVENTS[operation]
+        control: Control | None = params.get("control")
+        expected = control.expected_seconds if control else 0.0
+        op = self.runtime.begin(operation, **params)
+        schedule = ProgressSchedule(time.monotonic(), expected, self.config.settings.progress_interval)
+        while True:
+            wait = min(WAIT_SLICE, max(0.0, schedule.next_due - time.monotonic())) if progress else WAIT_SLICE
+            result = self.runtime.wait(op, timeout=wait)
+            if result is not None:
+                break
+            if self.signals.stop.is_set():
+                raise StopRequested(self.signals.stop_signal or "stop")
+            now = time.monotonic()
+            if progress and schedule.due(now):
+                percent = schedule.percent(now, op.progress)
+                reply = self.client.post_progress(
+                    event,
+                    progress_param(
+                        command.cmd_uid,
+                        progress=percent,
+                        runtime=schedule.runtime(now),
+                        message=op.message or None,
+                    ),
+                )
+                schedule.sent(time.monotonic())
+                if reply is not None and reply.status != "ok":
+                    self._abandon(command, event, reply)
+                    return
+        self._notify(
+            "result",
+            {
+                "cmd": command.cmd,
+                "cmd_uid": command.cmd_uid,
+                "operation": operation,
+                "status": result.status,
+                "reason": result.reason,
+                "data": result.data,
+            },
+        )
+        reply = self.client.post_result(event, result_param(event, command, result, params.get("metrics")))
+        if reply is not None and reply.status == "cancel":
+            # Abort pressed as the result went out: the command counts as cancelled; start fresh.
+            log.info(
+                "optimizer cancelled %s %s after its result: restarting connectors",
+                command.cmd,
+                command.cmd_uid,
+            )
+            self.runtime.cancel()
+
+    def _abandon(self, command: Command, event: str, reply: OptimizerStatus) -> None:
+        """The optimizer's answer to a progress post ends the operation: kill, respawn, maybe report."""
+        assert self.client is not None and self.runtime is not None
+        log.info(
+            "optimizer answered %s to progress of %s %s: stopping it",
+            reply.status,
+            command.cmd,
+            command.cmd_uid,
+        )
+        self.runtime.cancel()
+        self._notify("cancelled", {"cmd": command.cmd, "cmd_uid": command.cmd_uid, "status": reply.status})
+        if reply.status == "cancel":
+            reason, message = _cancel_reason(reply)
+            self.client.post_result(
+                event,
+                failure_result(event, command.cmd_uid, status="cancelled", reason=reason, message=message),
+            )
+        # unexpected-event / invalid: the servo and optimizer lost sync; no result is owed.
+
+    def _sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self.signals.stop.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self.signals.stop.wait(min(remaining, SLEEP_SLICE))
+            if self.signals.take_reload():
+                self._reload()
+
+    def _reload(self) -> None:
+        """SIGHUP: load the file again; a good one replaces the connectors, a broken one is refused."""
+        assert self.runtime is not None
+        from servo_actors.config.loading import load_config, require_optimizer
+
+        try:
+            new = load_config(self.config_path)
+            require_optimizer(new)
+        except ConfigError as exc:
+            log.error("configuration reload refused, keeping the running one: %s", exc)
+            return
+        log.info("configuration reloaded from %s: restarting connectors", self.config_path or "servo.yaml")
+        self.runtime.restart(new)
+        if new.optimizer != self.config.optimizer or new.settings != self.config.settings:
+            assert self.client is not None
+            self.client.close()
+            self.client = self._new_client(new)
+        self.config = new
+
+    def _goodbye(self, reason: str) -> None:
+        if self.client is not None:
+            self.client.goodbye(reason)
+
+    def _new_client(self, config: ServoConfig) -> OptimizerClient:
+        assert config.optimizer is not None
+        return OptimizerClient(
+            config.optimizer, config.settings, servo_uid=config.servo_uid, stop=self.signals.stop
+        )
+
+    def _notify(self, what: str, detail: dict[str, Any]) -> None:
+        if self._observer is not None:
+            self._observer(what, detail)
+
+
+# --- an operation's result as a wire event ------------------------------------------------------
+
+
+def result_param(
+    event: str, command: Command, result: OperationResult, requested: list[str] | None
+) -> dict[str, Any]:
+    """The param of the result event for ``result``; a connector result that breaks the protocol
+    becomes a ``failed`` result naming what is wrong, never a crash of the loop."""
+    cmd_uid = command.cmd_uid
+    if result.status != "ok":
+        return failure_result(
+            event, cmd_uid, status=result.status, reason=result.reason, message=result.message
+        )
+    try:
+        if event == "DESCRIPTION":
+            return description_result(
+                cmd_uid, components=result.data.get("components", {}), metrics=result.data.get("metrics", {})
+            )
+        if event == "MEASUREMENT":
+            metrics = result.data.get("metrics", {})
+            if requested:
+                # Only requested metrics reach the optimizer (interface.md).
+                metrics = {name: value for name, value in metrics.items() if name in requested}
+            return measurement_result(
+                cmd_uid, metrics=metrics, annotations=result.data.get("annotations", {})
+            )
+        return adjustment_result(cmd_uid, components=result.data.get("components", {}))
+    except (ProtocolError, ServoError, AttributeError, TypeError) as exc:
+        message = f"connector results do not fit the protocol: {exc}"
+        log.error("%s %s: %s", command.cmd, cmd_uid, message)
+        return failure_result(event, cmd_uid, status="failed", reason="invalid-result", message=message)
+
+
+def telemetry(config: ServoConfig) -> dict[str, Any]:
+    """What HELLO tells the optimizer about this servo."""
+    return {
+        "servo_actors.version": __version__,
+        "agent": USER_AGENT,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "connectors": [{"name": spec.name, "type": spec.type} for spec in config.connectors],
+    }
+
+
+def _control(wire: Any) -> Control:
+    return Control(
+        duration=wire.duration,
+        warmup=wire.warmup,
+        delay=wire.delay,
+        settlement=wire.settlement,
+        userdata=dict(wire.userdata),
+        load=dict(wire.load),
+        environment=dict(wire.environment),
+    )
+
+
+def _settings_only(components: dict[str, Any]) -> dict[str, Any]:
+    """``{component: {"settings": {setting: {"value": v}}}}``, the shape ``adjust`` receives."""
+    return {
+        name: {
+            "settings": {
+                key: {"value": setting.get("value")} for key, setting in (body.get("settings") or {}).items()
+            }
+        }
+        for name, body in components.items()
+    }
+
+
+def _cancel_reason(reply: OptimizerStatus) -> tuple[str, str]:
+    """A reason word and a message from the optimizer's ``cancel`` (its reason may be a sentence)."""
+    text = (reply.reason or "").strip()
+    if text and " " not in text:
+        return text, reply.message or f"cancelled by the optimizer ({text})"
+    return "cancelled", reply.message or (text or "cancelled by the optimizer")
+
+
+def _dump(param: Any) -> Any:
+    return param.model_dump(mode="json") if hasattr(param, "model_dump") else param

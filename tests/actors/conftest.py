@@ -1,0 +1,101 @@
+"""Fixtures for tests that start actor systems.
+
+``no_actor_system_survives`` is autouse here and written to move as is into tests/conftest.py:
+it fails any test after which a process of an actor system the test started is still alive
+(it kills them first, so one leak does not cascade into the next test).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servo_actors.actors import ServoRuntime
+from servo_actors.actors import processes, system
+from servo_actors.config.models import ServoConfig
+
+SURVIVOR_GRACE = 3.0
+"""Seconds a stopped system's processes get to disappear before the test is failed."""
+
+
+@pytest.fixture(autouse=True)
+def no_actor_system_survives() -> Iterator[None]:
+    before = set(system.sessions_started())
+    yield
+    started = [sid for sid in system.sessions_started() if sid not in before]
+    deadline = time.monotonic() + SURVIVOR_GRACE
+    survivors: dict[int, list[int]] = {}
+    for sid in started:
+        while (alive := processes.session_members(sid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if alive:
+            survivors[sid] = alive
+            processes.kill_session(sid)
+    if survivors:
+        pytest.fail(f"actor-system processes survived the test (session: pids): {survivors}")
+
+
+def chaos(name: str, **config: Any) -> dict[str, Any]:
+    """A connector entry of type chaos."""
+    return {"name": name, "type": "chaos", "config": config}
+
+
+def servo_config(*connectors: dict[str, Any], **supervisor: Any) -> ServoConfig:
+    return ServoConfig.model_validate({"connectors": list(connectors), "supervisor": supervisor})
+
+
+@pytest.fixture
+def start_runtime(tmp_path: Path) -> Iterator[Callable[..., ServoRuntime]]:
+    """``start_runtime(*connectors, **supervisor_settings)``: a started runtime, stopped after the test."""
+    runtimes: list[ServoRuntime] = []
+
+    def start(*connectors: dict[str, Any], **supervisor: Any) -> ServoRuntime:
+        run_dir = tmp_path / f"run{len(runtimes)}"
+        runtime = ServoRuntime(servo_config(*connectors, **supervisor), run_dir=run_dir)
+        runtimes.append(runtime)
+        runtime.start()
+        return runtime
+
+    yield start
+    for runtime in runtimes:
+        runtime.stop()
+
+
+def pids(runtime: ServoRuntime) -> dict[str, int | None]:
+    """Connector name -> PID of its current process, from the supervisor."""
+    return {child.name: child.pid for child in runtime.status().children}
+
+
+def states(runtime: ServoRuntime) -> dict[str, str]:
+    return {child.name: child.state for child in runtime.status().children}
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.02) -> Any:
+    """Poll ``predicate`` until it is truthy (returned) or ``timeout`` passes (AssertionError)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)
+
+
+class ActorTestKit:
+    """Helpers for actor tests, handed out by the ``kit`` fixture (importlib mode: no test imports)."""
+
+    chaos = staticmethod(chaos)
+    servo_config = staticmethod(servo_config)
+    pids = staticmethod(pids)
+    states = staticmethod(states)
+    wait_for = staticmethod(wait_for)
+
+
+@pytest.fixture
+def kit() -> type[ActorTestKit]:
+    return ActorTestKit

@@ -1,0 +1,204 @@
+"""Supervision rules, one test per rule (after Erlang/OTP's supervisor_SUITE), with real processes.
+
+Children are chaos connectors ``a``, ``b``, ``c`` started in that order; ``b`` is the one that
+exits (``os._exit``) when measured. Which PIDs change afterwards shows which children restarted.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from servo_actors.actors import messages as m
+from servo_actors.actors import processes
+from servo_actors.errors import SupervisorError
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _trio(kit, *, exit_code: int = 3, b_restart: str = "permanent", a_restart: str = "permanent") -> list[dict]:
+    b = kit.chaos("b", faults={"measure": {"action": "exit", "exit_code": exit_code}})
+    b["restart"] = b_restart
+    a = kit.chaos("a")
+    a["restart"] = a_restart
+    return [a, b, kit.chaos("c")]
+
+
+def _crash_b(runtime, kit) -> tuple[dict, dict]:
+    """Measure (b exits), then wait until nothing is starting; PIDs before and after."""
+    before = kit.pids(runtime)
+    result = runtime.run("measure")
+    part = result.parts["b"]
+    assert (part.status, part.reason) == ("failed", "connector-crashed"), part
+    kit.wait_for(lambda: all(s in ("ready", "down") for s in kit.states(runtime).values()), timeout=10)
+    return before, kit.pids(runtime)
+
+
+def _changed(before: dict, after: dict) -> set[str]:
+    return {name for name in before if after.get(name) != before[name]}
+
+
+@pytest.mark.parametrize(
+    ("strategy", "restarted"),
+    [("one_for_one", {"b"}), ("one_for_all", {"a", "b", "c"}), ("rest_for_one", {"b", "c"})],
+)
+def test_strategy_restarts_the_crashed_child_and_the_siblings_it_names(start_runtime, kit, strategy, restarted) -> None:
+    runtime = start_runtime(*_trio(kit), strategy=strategy)
+    before, after = _crash_b(runtime, kit)
+    assert _changed(before, after) == restarted
+    for name in restarted:
+        assert not processes.is_running(before[name])
+    assert set(kit.states(runtime).values()) == {"ready"}
+
+
+def test_permanent_child_restarts_even_after_a_normal_exit(start_runtime, kit) -> None:
+    runtime = start_runtime(*_trio(kit, exit_code=0))
+    before, after = _crash_b(runtime, kit)
+    assert _changed(before, after) == {"b"}
+    assert kit.states(runtime)["b"] == "ready"
+
+
+def test_transient_child_restarts_after_an_abnormal_exit(start_runtime, kit) -> None:
+    runtime = start_runtime(*_trio(kit, exit_code=3, b_restart="transient"))
+    before, after = _crash_b(runtime, kit)
+    assert _changed(before, after) == {"b"} and kit.states(runtime)["b"] == "ready"
+
+
+def test_transient_child_stays_down_after_a_normal_exit(start_runtime, kit) -> None:
+    runtime = start_runtime(*_trio(kit, exit_code=0, b_restart="transient"))
+    _crash_b(runtime, kit)
+    assert kit.states(runtime) == {"a": "ready", "b": "down", "c": "ready"}
+    # A child that is down takes no part in operations any more.
+    assert set(runtime.run("describe").parts) == {"a", "c"}
+
+
+def test_temporary_child_is_never_restarted(start_runtime, kit) -> None:
+    runtime = start_runtime(*_trio(kit, exit_code=3, b_restart="temporary"))
+    before, after = _crash_b(runtime, kit)
+    assert kit.states(runtime)["b"] == "down"
+    assert after["a"] == before["a"] and after["c"] == before["c"]
+
+
+def test_one_for_all_kills_a_temporary_sibling_without_restarting_it(start_runtime, kit) -> None:
+    runtime = start_runtime(*_trio(kit, a_restart="temporary"), strategy="one_for_all")
+    before, after = _crash_b(runtime, kit)
+    assert kit.states(runtime) == {"a": "down", "b": "ready", "c": "ready"}
+    assert not processes.is_running(before["a"])
+    assert _changed(before, after) == {"a", "b", "c"}
+
+
+def test_restart_intensity_exceeded_escalates_naming_the_connector(start_runtime, kit) -> None:
+    runtime = start_runtime(*_trio(kit), max_restarts=2, period=60, restart_backoff={"min": 0.01, "max": 0.02})
+    for _ in range(2):
+        _crash_b(runtime, kit)
+    assert runtime.failure is None
+    survivors = kit.pids(runtime)
+    result = runtime.run("measure")
+    assert result.status == "failed"
+    failure = kit.wait_for(lambda: runtime.failure, timeout=5)
+    assert "connector 'b' failed more than 2 times within 60s (last: exit code 3)" in str(failure)
+    # Terminal: every connector was killed and nothing is restarted.
+    kit.wait_for(lambda: all(not processes.is_running(pid) for pid in survivors.values()), timeout=5)
+    assert set(kit.states(runtime).values()) == {"down"}
+    with pytest.raises(SupervisorError, match="gave up"):
+        runtime.begin("describe")
+
+
+def test_a_crash_looping_connector_backs_off_instead_of_spinning(start_runtime, kit, tmp_path: Path) -> None:
+    switch = tmp_path / "crash"
+    startups = tmp_path / "startups"
+    crash = {"action": "exit", "exit_code": 1, "only_if_file": str(switch)}
+    runtime = start_runtime(
+        kit.chaos("looping", faults={"measure": crash, "startup": crash}, state_file=str(startups)),
+        max_restarts=1000,
+        restart_backoff={"min": 0.1, "max": 0.4, "jitter": 0.2},
+    )
+    switch.touch()
+    runtime.run("measure")
+    time.sleep(1.5)
+    loops = len(startups.read_text().splitlines())
+    # Without backoff a crash loop restarts every ~15 ms (~100 times here); with it, a handful.
+    assert 3 <= loops <= 12, loops
+    switch.unlink()
+    kit.wait_for(lambda: kit.states(runtime)["looping"] == "ready", timeout=5)
+    assert runtime.run("check").ok
+
+
+def test_cancel_brings_every_connector_back_fresh(start_runtime, kit, tmp_path: Path) -> None:
+    state = tmp_path / "startups"
+    runtime = start_runtime(kit.chaos("a", state_file=str(state)), kit.chaos("stuck", faults={"adjust": "sleep"}, components={"web": {"settings": {}}}))
+    first = runtime.run("measure").data["annotations"]
+    second = runtime.run("measure").data["annotations"]
+    assert int(second["a.operations"]) > int(first["a.operations"])
+    op = runtime.begin("adjust", components={"web": {"settings": {}}})
+    assert runtime.wait(op, 0.3) is None
+    runtime.cancel()
+    assert op.result.status == "cancelled" and op.result.reason == "cancelled"
+    fresh = runtime.run("measure").data["annotations"]
+    # New process, startup() ran again, state reset.
+    assert fresh["a.pid"] != second["a.pid"] and fresh["stuck.pid"] != second["stuck.pid"]
+    assert fresh["a.startups"] == "2"
+    assert int(fresh["a.operations"]) == int(first["a.operations"])
+    assert not processes.is_running(int(second["stuck.pid"]))
+
+
+def test_two_cancels_in_a_row_and_a_cancel_during_startup_are_fine(start_runtime, kit) -> None:
+    runtime = start_runtime(kit.chaos("a"), kit.chaos("slow", faults={"startup": {"action": "sleep", "seconds": 0.3}}))
+    runtime.cancel()
+    runtime.cancel()
+    first = kit.pids(runtime)
+    # A cancel sent while the previous one's connectors are still starting.
+    runtime._system.tell(runtime._supervisor, m.Cancel("early"))
+    runtime.cancel()
+    assert set(kit.states(runtime).values()) == {"ready"}
+    assert not set(kit.pids(runtime).values()) & set(first.values())
+    assert runtime.run("check").ok
+
+
+def test_cancel_during_a_restart_backoff_restarts_at_once(start_runtime, kit, tmp_path: Path) -> None:
+    switch = tmp_path / "crash"
+    crash = {"action": "exit", "exit_code": 1, "only_if_file": str(switch)}
+    runtime = start_runtime(
+        kit.chaos("looping", faults={"measure": crash, "startup": crash}),
+        max_restarts=1000,
+        restart_backoff={"min": 30, "max": 30},
+    )
+    switch.touch()
+    runtime.run("measure")
+    # Crashed at measure, restarted at once, crashed at startup: now waiting out a 30 s backoff.
+    kit.wait_for(lambda: kit.states(runtime)["looping"] == "queued", timeout=5)
+    switch.unlink()
+    started = time.monotonic()
+    runtime.cancel()
+    assert time.monotonic() - started < 10
+    assert kit.states(runtime)["looping"] == "ready"
+
+
+def test_stop_kills_a_connector_hung_in_shutdown_after_its_timeout(kit, tmp_path: Path) -> None:
+    from servo_actors.actors import ServoRuntime
+
+    config = kit.servo_config(
+        kit.chaos("hangs_at_exit", faults={"shutdown": "sleep"}),
+        kit.chaos("hangs_in_measure", faults={"measure": "sleep"}),
+        shutdown_timeout=0.3,
+    )
+    runtime = ServoRuntime(config, run_dir=tmp_path / "run")
+    runtime.start()
+    members = runtime.members()
+    runtime.begin("measure")
+    started = time.monotonic()
+    runtime.stop()
+    assert time.monotonic() - started < 2.0
+    assert [pid for pid in members if processes.is_running(pid)] == []
+    runtime.stop()  # idempotent
+
+
+def test_restart_replaces_the_connectors_with_a_new_config(start_runtime, kit) -> None:
+    runtime = start_runtime(kit.chaos("old"))
+    old_pid = kit.pids(runtime)["old"]
+    runtime.restart(kit.servo_config(kit.chaos("new1"), kit.chaos("new2")))
+    assert kit.states(runtime) == {"new1": "ready", "new2": "ready"}
+    assert not processes.is_running(old_pid)
+    assert set(runtime.run("describe").parts) == {"new1", "new2"}

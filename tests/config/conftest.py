@@ -1,0 +1,90 @@
+"""Fixtures for the config tests: a clean environment, config files in tmp_path, the test plugins,
+and the CLI driven in-process through click's CliRunner.
+
+``plugins/`` holds ``sa_test_connectors``, a real importable package of test-only connectors, and
+its ``.dist-info`` (entry points). ``test_plugins`` puts it on ``sys.path``; subprocess tests pass
+``PLUGINS`` in ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from servo_actors.cli import cli
+from servo_actors.logs import forget_secrets
+
+PLUGINS = Path(__file__).parent / "plugins"
+REPO = Path(__file__).resolve().parents[2]
+# Every variable that changes how servo-actors reads its configuration or prints.
+SERVO_ENV = (
+    "OPSANI_OPTIMIZER",
+    "OPSANI_TOKEN",
+    "OPSANI_TOKEN_FILE",
+    "OPSANI_BASE_URL",
+    "OPSANI_URL",
+    "SERVO_UID",
+    "SERVO_CONFIG",
+    "SERVO_LOG_LEVEL",
+    "SERVO_LOG_FORMAT",
+    "NO_COLOR",
+)
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No servo variable from the caller's environment; logging and secrets as they were after."""
+    for name in SERVO_ENV:
+        monkeypatch.delenv(name, raising=False)
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    forget_secrets()
+
+
+@pytest.fixture
+def test_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """``sa_test_connectors`` importable (and its entry points installed) for this test only."""
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    importlib.invalidate_caches()
+    yield PLUGINS
+    for name in [name for name in sys.modules if name.startswith("sa_test_connectors")]:
+        del sys.modules[name]
+
+
+@pytest.fixture
+def write_config(tmp_path: Path) -> Callable[..., Path]:
+    """``write_config(text, name="servo.yaml")``: the path of a new file in tmp_path."""
+
+    def write(text: str, name: str = "servo.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return write
+
+
+def make_runner() -> CliRunner:
+    """A CliRunner keeping stdout and stderr apart (click 8.1 needs asking; 8.2+ always does)."""
+    try:
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        return CliRunner()
+
+
+@pytest.fixture
+def run_cli() -> Callable[..., Result]:
+    """``run_cli(args, env=None)``: the real CLI in-process; exceptions are not swallowed."""
+
+    def run(args: Sequence[str], env: dict[str, str | None] | None = None) -> Result:
+        return make_runner().invoke(cli, list(args), env=env, catch_exceptions=False)
+
+    return run
