@@ -54,6 +54,10 @@ RESULT_MARGIN = 5.0
 POLL_INTERVAL = 0.25
 """Seconds ``run`` waits per round (progress callbacks fire between rounds)."""
 STATUS_TIMEOUT = 5.0
+DRAIN_SLICE = 0.001
+"""Seconds per listen when draining without waiting (Thespian's listen(0) never reads anything)."""
+DRAIN_LIMIT = 100
+"""Most messages one drain handles, so a chatty connector cannot keep ``failure`` from returning."""
 
 _log = logging.getLogger(__name__)
 _ids = itertools.count(1)
@@ -327,8 +331,18 @@ class ServoRuntime:
     def failure(self) -> SupervisorError | None:
         """Set once the supervisor gave up (restart intensity exceeded): the servo must stop, exit 1."""
         if self._failure is None and self.started:
-            self._receive(self._system.listen(0))  # type: ignore[union-attr]
+            self.poll()
         return self._failure
+
+    def poll(self) -> None:
+        """Handle the messages that have already arrived (progress, results, failure); never waits."""
+        for _ in range(DRAIN_LIMIT):
+            if self._system is None:
+                return
+            message = self._system.listen(DRAIN_SLICE)
+            if message is None:
+                return
+            self._receive(message)
 
     @property
     def current(self) -> Operation | None:

@@ -431,6 +431,8 @@ class Supervisor(Actor):
         child.address, child.pid = None, None
         if state == KILLING:
             child.state = child.then
+            if child.state == DOWN:
+                self._fail_part(child, "failed", "connector-stopped", f"connector {child.spec.name!r} was stopped")
             return
         if state in (STARTING, READY):
             child.state = QUEUED  # no process any more; _failed decides whether it stays queued
@@ -478,15 +480,15 @@ class Supervisor(Actor):
             target = self._by_name(target_name)
             assert target is not None
             if target is not child:
-                if target.spec.restart == "temporary":
-                    self._kill(target, then=DOWN)  # OTP: a temporary sibling is not restarted
-                    continue
                 self._fail_part(
                     target,
                     "failed",
                     "connector-restarted",
-                    f"connector {target_name!r} was restarted because {name!r} crashed ({self._settings.strategy})",
+                    f"connector {target_name!r} was stopped because {name!r} crashed ({self._settings.strategy})",
                 )
+                if target.spec.restart == "temporary":
+                    self._kill(target, then=DOWN)  # OTP: a temporary sibling is not restarted
+                    continue
             target.not_before, target.after = now + delay, previous
             previous = target_name
             if target is child and gone:

@@ -22,6 +22,7 @@ from servo_actors import __version__
 from servo_actors.cli.config_cmds import config_cmd, connectors_cmd, schema_cmd, validate_cmd
 from servo_actors.cli.context import CliState
 from servo_actors.cli.optimizer_cmds import optimizer
+from servo_actors.cli.run_cmd import run_cmd
 from servo_actors.errors import ServoError
 from servo_actors.logs import LOG_FORMATS, LOG_LEVELS, configure_logging, redact
 
@@ -128,6 +129,7 @@ cli.add_command(validate_cmd)
 cli.add_command(schema_cmd)
 cli.add_command(connectors_cmd)
 cli.add_command(optimizer)
+cli.add_command(run_cmd)
 
 
 def main() -> None:

@@ -181,21 +181,22 @@ class Plan(_Strict):
     def _metric_names(cls, value: list[str] | None) -> list[str] | None:
         return None if value is None else [_metric_name(name) for name in value]
 
-    def summary(self) -> dict[str, Any]:
-        """A JSON-able view for ``/admin/state`` and the state file; never the token."""
-        objective: dict[str, Any] = {
-            self.objective.sense: self.objective.metric,
-            "constraints": [str(c) for c in self.objective.constraints],
-        }
-        return {
-            "app": self.app,
-            "steps": self.steps,
-            "measure": self.measure.model_dump(),
-            "objective": objective,
-            "seed": self.seed,
-            "sleep": self.sleep,
-            "settlement": self.settlement,
-        }
+
+def plan_summary(plan: Plan) -> dict[str, Any]:
+    """A JSON-able view of ``plan`` for ``/admin/state`` and the state file; never the token."""
+    objective: dict[str, Any] = {
+        plan.objective.sense: plan.objective.metric,
+        "constraints": [str(c) for c in plan.objective.constraints],
+    }
+    return {
+        "app": plan.app,
+        "steps": plan.steps,
+        "measure": plan.measure.model_dump(),
+        "objective": objective,
+        "seed": plan.seed,
+        "sleep": plan.sleep,
+        "settlement": plan.settlement,
+    }
 
 
 def parse_plan(data: object, *, source: str = "plan") -> Plan:

@@ -45,92 +45,31 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-import os
 import random
-import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from servo_actors.config.problems import config_error, problems_from_validation
-from servo_actors.errors import ConfigError
-from servo_actors.optimizer.plan import Objective, Plan, parse_plan
+from servo_actors.optimizer.plan import Objective, Plan, parse_plan, plan_summary
+from servo_actors.optimizer.steps import (
+    STATE_VERSION,
+    STATUSES,
+    StepRecord,
+    assess,
+    finite,
+    load_steps,
+    reduce_metrics,
+    write_atomically,
+)
 from servo_actors.optimizer.strategy import SearchSpace, Settings, StrategyOptions, Trial, propose, replay
 
 log = logging.getLogger(__name__)
 
 # A command is issued at most this many times when its result never comes (and DESCRIBE when it fails).
 COMMAND_ATTEMPTS = 3
-STATE_VERSION = 1
-STATUSES = ("ok", "failed", "rejected", "aborted", "cancelled")
 _RESULT_EVENTS = {"DESCRIBE": "DESCRIPTION", "MEASURE": "MEASUREMENT", "ADJUST": "ADJUSTMENT"}
-
-
-def reduce_metrics(metrics: object) -> dict[str, float]:
-    """One number per metric from a MEASUREMENT's ``metrics`` (see the module docstring)."""
-    reduced: dict[str, float] = {}
-    if not isinstance(metrics, Mapping):
-        return reduced
-    for name, body in metrics.items():
-        if not isinstance(body, Mapping):
-            continue
-        if isinstance(body.get("values"), list):
-            points = [
-                point[1]
-                for series in body["values"]
-                if isinstance(series, Mapping) and isinstance(series.get("data"), list)
-                for point in series["data"]
-                if isinstance(point, list | tuple) and len(point) >= 2 and _finite(point[1])
-            ]
-            if points:
-                reduced[str(name)] = sum(points) / len(points)
-        elif _finite(body.get("value")):
-            reduced[str(name)] = float(body["value"])
-    return reduced
-
-
-def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-@dataclass
-class StepRecord:
-    """One finished step, as stored in the state file."""
-
-    n: int
-    settings: Settings
-    status: str
-    reason: str | None = None
-    message: str | None = None
-    metrics: dict[str, float] = field(default_factory=dict)
-    finished_at: float = 0.0
-
-
-@dataclass(frozen=True)
-class Assessment:
-    """A step judged against the plan's objective."""
-
-    feasible: bool
-    objective: float | None
-    violation: float
-    constraints: list[dict[str, Any]]
-
-
-def assess(objective: Objective, record: StepRecord) -> Assessment:
-    """Whether ``record`` met every constraint, its objective value and its total violation."""
-    checks = []
-    violation = 0.0 if record.status == "ok" else math.inf
-    for constraint in objective.constraints:
-        value = record.metrics.get(constraint.metric)
-        checks.append({"constraint": str(constraint), "value": value, "met": constraint.holds(value)})
-        violation += constraint.violation(value)
-    value = record.metrics.get(objective.metric)
-    return Assessment(violation == 0.0, value, violation, checks)
 
 
 def _trial(objective: Objective, record: StepRecord) -> Trial:
@@ -156,26 +95,6 @@ class _InFlight:
 
     def uid(self) -> str | None:
         return self.command.get("cmd_uid")
-
-
-class _StoredStep(BaseModel):
-    model_config = ConfigDict(extra="ignore")  # derived keys (feasible, objective...) are recomputed
-
-    n: int = Field(ge=0)
-    settings: dict[str, dict[str, Any]]
-    status: Literal["ok", "failed", "rejected", "aborted", "cancelled"]
-    reason: str | None = None
-    message: str | None = None
-    metrics: dict[str, float] = Field(default_factory=dict)
-    finished_at: float = 0.0
-
-
-class _StoredState(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    version: Literal[1]
-    app: str
-    steps: list[_StoredStep]
 
 
 class SearchDriver:
@@ -208,7 +127,7 @@ class SearchDriver:
         self._describe_attempts = 0
         self._persist_error: str | None = None
         if self.state_file is not None:
-            self._steps = _load_state(self.state_file, plan)
+            self._steps = load_steps(self.state_file, plan.app)
 
     @classmethod
     def from_plan(
@@ -232,7 +151,7 @@ class SearchDriver:
     def progress_reply(self, command: dict[str, Any], progress: dict[str, Any]) -> dict[str, Any] | None:
         inflight = self._matching(command)
         if inflight is not None:
-            if _finite(progress.get("progress")):
+            if finite(progress.get("progress")):
                 inflight.progress = float(progress["progress"])
             if isinstance(progress.get("message"), str):
                 inflight.message = progress["message"]
@@ -275,7 +194,7 @@ class SearchDriver:
         return {
             "phase": self._phase,
             "message": self._message,
-            "plan": self.plan.summary(),
+            "plan": plan_summary(self.plan),
             "current": self._current_json(),
             "steps": [self._step_json(record) for record in self._steps],
             "best": self._best_json(),
@@ -524,66 +443,17 @@ class SearchDriver:
         document = {
             "version": STATE_VERSION,
             "app": self.plan.app,
-            "plan": self.plan.summary(),
+            "plan": plan_summary(self.plan),
             "steps": [self._step_json(record) for record in self._steps],
             "best": self._best_json(),
         }
         try:
-            _write_atomically(self.state_file, json.dumps(document, indent=1, sort_keys=True))
+            write_atomically(self.state_file, json.dumps(document, indent=1, sort_keys=True))
             self._persist_error = None
         except OSError as exc:
             # The search goes on in memory; the console and the log say the file is stale.
             self._persist_error = f"{self.state_file}: cannot write: {exc.strerror or exc}"
             log.error("%s", self._persist_error)
-
-
-def _load_state(path: Path, plan: Plan) -> list[StepRecord]:
-    """The steps stored in ``path`` (none if it does not exist); ConfigError naming it when unusable."""
-    source = str(path)
-    if not path.exists():
-        if not path.parent.is_dir():
-            raise ConfigError(f"the directory {path.parent} does not exist", source=source)
-        return []
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(
-            f"corrupt optimizer state file ({exc}); move it away to start afresh", source=source
-        ) from None
-    if not isinstance(data, dict):
-        raise ConfigError("corrupt optimizer state file: not a JSON object", source=source)
-    try:
-        stored = _StoredState.model_validate(data)
-    except ValidationError as exc:
-        raise config_error(problems_from_validation(exc, model=_StoredState, source=source)) from None
-    if stored.app != plan.app:
-        raise ConfigError(
-            f"this state file is for app {stored.app!r}, the plan is for {plan.app!r}; use another state file",
-            source=source,
-            key="app",
-        )
-    numbers = [step.n for step in stored.steps]
-    if numbers != sorted(set(numbers)):
-        raise ConfigError(
-            "corrupt optimizer state file: step numbers repeat or are out of order",
-            source=source,
-            key="steps",
-        )
-    return [StepRecord(**step.model_dump()) for step in stored.steps]
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Readers see the old file or the new one, never half of one: write a sibling, fsync, rename."""
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _applied(requested: Settings, state: object) -> Settings:

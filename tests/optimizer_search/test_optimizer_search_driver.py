@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from servo_actors.optimizer.search import COMMAND_ATTEMPTS, SearchDriver, reduce_metrics
+from servo_actors.optimizer.search import COMMAND_ATTEMPTS, SearchDriver
+from servo_actors.optimizer.steps import reduce_metrics
 
 from .conftest import COMPONENTS, ServoSimulator
 
