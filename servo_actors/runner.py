@@ -179,6 +179,15 @@ class Runner:
                 if reply is not None and reply.status != "ok":
                     self._abandon(command, event, reply)
                     return
+        reply = self.client.post_result(event, result_param(event, command, result, params.get("metrics")))
+        if reply is not None and reply.status == "cancel":
+            # Abort pressed as the result went out: the command counts as cancelled; start fresh.
+            log.info(
+                "optimizer cancelled %s %s after its result: restarting connectors",
+                command.cmd,
+                command.cmd_uid,
+            )
+            self.runtime.cancel()
         self._notify(
             "result",
             {
@@ -190,15 +199,6 @@ class Runner:
                 "data": result.data,
             },
         )
-        reply = self.client.post_result(event, result_param(event, command, result, params.get("metrics")))
-        if reply is not None and reply.status == "cancel":
-            # Abort pressed as the result went out: the command counts as cancelled; start fresh.
-            log.info(
-                "optimizer cancelled %s %s after its result: restarting connectors",
-                command.cmd,
-                command.cmd_uid,
-            )
-            self.runtime.cancel()
 
     def _abandon(self, command: Command, event: str, reply: OptimizerStatus) -> None:
         """The optimizer's answer to a progress post ends the operation: kill, respawn, maybe report."""

@@ -16,6 +16,7 @@ with a periodic ``getppid`` check as a fallback.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import pickle
@@ -76,11 +77,23 @@ def _check_entry(item: Any) -> dict[str, Any]:
     }
 
 
-def build_connector(spec: m.ChildSpec) -> Connector:
-    """The connector of ``spec``, its config validated by the class's model when it has one."""
+def connector_class(spec: m.ChildSpec) -> type[Connector]:
+    """The class of ``spec``: by the import path the servo resolved (already imported, as the host
+    is forked from it), else by resolving the type (which scans installed entry points: slow)."""
+    if spec.import_path:
+        module_name, _, qualname = spec.import_path.partition(":")
+        found: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+        return found
     from servo_actors.config.connector_types import resolve_connector_type
 
-    cls = resolve_connector_type(spec.type)
+    return resolve_connector_type(spec.type)
+
+
+def build_connector(spec: m.ChildSpec) -> Connector:
+    """The connector of ``spec``, its config validated by the class's model when it has one."""
+    cls = connector_class(spec)
     config = cls.config_model.model_validate(spec.config) if cls.config_model else dict(spec.config)
     return cls(spec.name, config)
 

@@ -31,6 +31,8 @@ class ChildSpec:
     restart: str = "permanent"
     shutdown_timeout: float = 1.0
     config: dict[str, Any] = field(default_factory=dict)
+    import_path: str | None = None
+    """``module:Class`` the type resolved to in the servo, so a fresh host need not resolve again."""
 
 
 @dataclass(frozen=True)

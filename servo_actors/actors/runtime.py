@@ -105,7 +105,8 @@ def child_specs(config: ServoConfig) -> tuple[m.ChildSpec, ...]:
             except ValidationError as exc:
                 raise ConfigError(_validation_text(exc), key=f"{where}.config") from None
         timeout = spec.shutdown_timeout if spec.shutdown_timeout is not None else default_shutdown
-        specs.append(m.ChildSpec(spec.name, spec.type, spec.restart, timeout, dict(spec.config)))
+        import_path = f"{cls.__module__}:{cls.__qualname__}"
+        specs.append(m.ChildSpec(spec.name, spec.type, spec.restart, timeout, dict(spec.config), import_path))
     return tuple(specs)
 
 

@@ -432,7 +432,9 @@ class Supervisor(Actor):
         if state == KILLING:
             child.state = child.then
             if child.state == DOWN:
-                self._fail_part(child, "failed", "connector-stopped", f"connector {child.spec.name!r} was stopped")
+                self._fail_part(
+                    child, "failed", "connector-stopped", f"connector {child.spec.name!r} was stopped"
+                )
             return
         if state in (STARTING, READY):
             child.state = QUEUED  # no process any more; _failed decides whether it stays queued

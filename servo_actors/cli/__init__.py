@@ -23,6 +23,7 @@ from servo_actors.cli.config_cmds import config_cmd, connectors_cmd, schema_cmd,
 from servo_actors.cli.context import CliState
 from servo_actors.cli.optimizer_cmds import optimizer
 from servo_actors.cli.run_cmd import run_cmd
+from servo_actors.cli.demo_cmd import demo_cmd
 from servo_actors.errors import ServoError
 from servo_actors.logs import LOG_FORMATS, LOG_LEVELS, configure_logging, redact
 
@@ -130,6 +131,7 @@ cli.add_command(schema_cmd)
 cli.add_command(connectors_cmd)
 cli.add_command(optimizer)
 cli.add_command(run_cmd)
+cli.add_command(demo_cmd)
 
 
 def main() -> None:

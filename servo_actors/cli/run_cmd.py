@@ -13,7 +13,9 @@ class ChecksFailed(ServoError):
 
 
 @click.command("run")
-@click.option("--check", "check_first", is_flag=True, help="Run the connectors' checks first; stop if any fails.")
+@click.option(
+    "--check", "check_first", is_flag=True, help="Run the connectors' checks first; stop if any fails."
+)
 @click.option("--dry-run", is_flag=True, help="Run the checks and exit (0 if all pass, 1 if not).")
 @pass_state
 def run_cmd(state: CliState, check_first: bool, dry_run: bool) -> None:
@@ -40,7 +42,9 @@ def _run_checks(config: object) -> None:
     checks = result.data.get("checks", [])
     for check in checks:
         mark = "ok" if check.get("success") else "FAILED"
-        click.echo(f"{check.get('connector')}: {check.get('name')}: {mark} {check.get('message') or ''}".rstrip())
+        click.echo(
+            f"{check.get('connector')}: {check.get('name')}: {mark} {check.get('message') or ''}".rstrip()
+        )
     failed = [c for c in checks if not c.get("success")]
     if result.status != "ok" or failed:
         raise ChecksFailed(result.message or f"{len(failed)} check(s) failed")

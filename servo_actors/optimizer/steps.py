@@ -30,7 +30,12 @@ STATUSES = ("ok", "failed", "rejected", "aborted", "cancelled")
 
 
 def reduce_metrics(metrics: object) -> dict[str, float]:
-    """One number per metric from a MEASUREMENT's ``metrics`` (see the module docstring)."""
+    """One number per metric from a MEASUREMENT's ``metrics``.
+
+    Time series: the mean of every point of every series (series are instances or label sets of
+    one quantity, so every point weighs the same). A single reading ``{"value": v}``: ``v``.
+    Points that are not finite numbers are skipped; a metric with no usable point is left out.
+    """
     reduced: dict[str, float] = {}
     if not isinstance(metrics, Mapping):
         return reduced

@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from servo_actors.actors import ServoRuntime
-from servo_actors.actors import processes, system
+from servo_actors.actors import ServoRuntime, processes, system
 from servo_actors.config.models import ServoConfig
 
 SURVIVOR_GRACE = 3.0

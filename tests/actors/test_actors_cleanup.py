@@ -89,7 +89,9 @@ def test_when_the_servo_process_dies_every_actor_process_follows(tmp_path: Path,
 
 
 def test_an_exception_in_the_servo_leaves_nothing_behind(kit, tmp_path: Path) -> None:
-    config = kit.servo_config(kit.chaos("hung", faults={"measure": "sleep", "shutdown": "sleep"}), shutdown_timeout=0.2)
+    config = kit.servo_config(
+        kit.chaos("hung", faults={"measure": "sleep", "shutdown": "sleep"}), shutdown_timeout=0.2
+    )
     members: list[int] = []
     with pytest.raises(RuntimeError, match="boom"), ServoRuntime(config, run_dir=tmp_path / "run") as runtime:
         runtime.begin("measure")
@@ -119,7 +121,9 @@ def test_nothing_of_the_actor_system_listens_off_loopback(start_runtime, kit) ->
     listening = {pid: found for pid, found in sockets.items() if found}
     assert len(listening) >= 4, sockets
     assert runtime._system.admin_port in {port for found in listening.values() for _, port in found}
-    off_loopback = {pid: found for pid, found in listening.items() if any(addr != "127.0.0.1" for addr, _ in found)}
+    off_loopback = {
+        pid: found for pid, found in listening.items() if any(addr != "127.0.0.1" for addr, _ in found)
+    }
     assert off_loopback == {}
     # This process's own endpoint for talking to the system too.
     assert {addr for addr, _ in processes.listening_sockets(os.getpid())} <= {"127.0.0.1"}

@@ -75,7 +75,7 @@ def test_fault_in_each_operation(start_runtime, kit, fault: str) -> None:
         if replaced:
             # SIGKILL was sent before the result: the process is gone within moments.
             kit.wait_for(lambda b=before: not processes.is_running(b), timeout=2)
-            kit.wait_for(lambda t=target: kit.pids(runtime)[t] not in (None, before), timeout=10)
+            kit.wait_for(lambda t=target, b=before: kit.pids(runtime)[t] not in (None, b), timeout=10)
         else:
             assert kit.pids(runtime)[target] == before
     # The servo goes on: every connector answers again (all but the one whose check is faulty).
@@ -101,7 +101,10 @@ def test_ignore_sigterm_really_ignores_it_and_sigkill_still_works(start_runtime,
 @pytest.mark.parametrize(
     ("fault", "words"),
     [
-        ({"action": "raise", "exception": "ValueError", "message": "no config"}, "startup raised ValueError: no config"),
+        (
+            {"action": "raise", "exception": "ValueError", "message": "no config"},
+            "startup raised ValueError: no config",
+        ),
         ({"action": "exit", "exit_code": 4}, "exit code 4"),
         ({"action": "segfault"}, "killed by SIGSEGV"),
         ({"action": "sleep"}, "startup took longer than 0.5s"),
@@ -109,7 +112,9 @@ def test_ignore_sigterm_really_ignores_it_and_sigkill_still_works(start_runtime,
         ({"action": "busy"}, "startup took longer than 0.5s"),
     ],
 )
-def test_a_startup_that_never_succeeds_escalates_naming_the_connector(start_runtime, kit, tmp_path, fault, words) -> None:
+def test_a_startup_that_never_succeeds_escalates_naming_the_connector(
+    start_runtime, kit, tmp_path, fault, words
+) -> None:
     state = tmp_path / "startups"
     with pytest.raises(SupervisorError) as caught:
         start_runtime(
@@ -127,7 +132,9 @@ def test_a_startup_that_never_succeeds_escalates_naming_the_connector(start_runt
 
 def test_a_slow_startup_is_waited_for(start_runtime, kit, tmp_path) -> None:
     started = time.monotonic()
-    runtime = start_runtime(kit.chaos("slow", faults={"startup": {"action": "sleep", "seconds": 0.6}}), startup_timeout=5)
+    runtime = start_runtime(
+        kit.chaos("slow", faults={"startup": {"action": "sleep", "seconds": 0.6}}), startup_timeout=5
+    )
     assert time.monotonic() - started >= 0.6
     assert kit.states(runtime) == {"slow": "ready"}
     assert runtime.run("describe").ok
@@ -154,7 +161,9 @@ def test_memory_a_connector_holds_goes_with_its_process(start_runtime, kit) -> N
 
 def test_a_connectors_subprocess_dies_with_it(start_runtime, kit, tmp_path) -> None:
     pid_file = tmp_path / "child.pid"
-    runtime = start_runtime(kit.chaos("parent", faults={"measure": {"action": "subprocess", "pid_file": str(pid_file)}}))
+    runtime = start_runtime(
+        kit.chaos("parent", faults={"measure": {"action": "subprocess", "pid_file": str(pid_file)}})
+    )
     result = runtime.run("measure")
     assert result.ok
     child = int(pid_file.read_text())

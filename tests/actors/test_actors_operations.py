@@ -21,7 +21,12 @@ pytestmark = pytest.mark.timeout(60)
 def pair(start_runtime, kit):
     """Two well-behaved connectors: ``web`` owns a component and a metric, ``load`` a metric."""
     return start_runtime(
-        kit.chaos("web", components={"web": {"settings": {"replicas": dict(REPLICAS)}}}, metrics={"latency": {"unit": "ms"}}, values={"latency": 12.5}),
+        kit.chaos(
+            "web",
+            components={"web": {"settings": {"replicas": dict(REPLICAS)}}},
+            metrics={"latency": {"unit": "ms"}},
+            values={"latency": 12.5},
+        ),
         kit.chaos("load", metrics={"throughput": {"unit": "rps"}}, values={"throughput": 99}),
     )
 
@@ -85,14 +90,26 @@ def test_progress_is_forwarded_while_the_connector_blocks(start_runtime, kit) ->
 
 def test_run_calls_on_progress_with_the_highest_progress(pair: ServoRuntime) -> None:
     reported: list[float] = []
-    result = pair.run("measure", control=Control(duration=0.4), on_progress=lambda pct, msg: reported.append(pct))
+    result = pair.run(
+        "measure", control=Control(duration=0.4), on_progress=lambda pct, msg: reported.append(pct)
+    )
     assert result.ok
     assert reported and reported == sorted(reported) and reported[-1] <= 100
 
 
 def test_connector_failure_gives_its_own_status_and_reason(start_runtime, kit) -> None:
     runtime = start_runtime(
-        kit.chaos("slo", faults={"measure": {"action": "failure", "status": "aborted", "reason": "slo-violation", "message": "p99 above 250 ms"}}),
+        kit.chaos(
+            "slo",
+            faults={
+                "measure": {
+                    "action": "failure",
+                    "status": "aborted",
+                    "reason": "slo-violation",
+                    "message": "p99 above 250 ms",
+                }
+            },
+        ),
         kit.chaos("fine"),
     )
     result = runtime.run("measure")
@@ -102,7 +119,9 @@ def test_connector_failure_gives_its_own_status_and_reason(start_runtime, kit) -
 
 
 def test_an_exception_names_connector_type_and_message_and_the_servo_goes_on(start_runtime, kit) -> None:
-    runtime = start_runtime(kit.chaos("buggy", faults={"check": {"action": "raise", "exception": "KeyError", "message": "nope"}}))
+    runtime = start_runtime(
+        kit.chaos("buggy", faults={"check": {"action": "raise", "exception": "KeyError", "message": "nope"}})
+    )
     pid = kit.pids(runtime)["buggy"]
     result = runtime.run("check")
     assert (result.status, result.reason) == ("failed", "connector-error")

@@ -25,7 +25,9 @@ from servo_actors.actors.restart_policy import (
         ("temporary", False, False),
     ],
 )
-def test_restart_type_decides_whether_a_child_comes_back(restart: str, abnormal: bool, expected: bool) -> None:
+def test_restart_type_decides_whether_a_child_comes_back(
+    restart: str, abnormal: bool, expected: bool
+) -> None:
     assert should_restart(restart, abnormal=abnormal) is expected
 
 
@@ -47,7 +49,9 @@ ORDER = ["a", "b", "c", "d"]
         ("rest_for_one", "a", ["a", "b", "c", "d"]),
     ],
 )
-def test_strategy_names_the_children_to_restart_in_start_order(strategy: str, crashed: str, expected: list[str]) -> None:
+def test_strategy_names_the_children_to_restart_in_start_order(
+    strategy: str, crashed: str, expected: list[str]
+) -> None:
     assert restart_targets(strategy, ORDER, crashed) == expected
 
 

@@ -26,7 +26,10 @@ def test_measure_merges_metrics_and_annotations_of_ok_parts_only() -> None:
     assert result.status == "failed"
     assert result.reason == "timeout"
     assert result.message == "connector 'b' timed out"
-    assert result.data == {"metrics": {"x": {"unit": "ms"}, "z": {"unit": "rps"}}, "annotations": {"a.pid": "1"}}
+    assert result.data == {
+        "metrics": {"x": {"unit": "ms"}, "z": {"unit": "rps"}},
+        "annotations": {"a.pid": "1"},
+    }
     assert list(result.parts) == ["a", "b", "c"]
 
 

@@ -18,7 +18,9 @@ from servo_actors.errors import SupervisorError
 pytestmark = pytest.mark.timeout(60)
 
 
-def _trio(kit, *, exit_code: int = 3, b_restart: str = "permanent", a_restart: str = "permanent") -> list[dict]:
+def _trio(
+    kit, *, exit_code: int = 3, b_restart: str = "permanent", a_restart: str = "permanent"
+) -> list[dict]:
     b = kit.chaos("b", faults={"measure": {"action": "exit", "exit_code": exit_code}})
     b["restart"] = b_restart
     a = kit.chaos("a")
@@ -44,7 +46,9 @@ def _changed(before: dict, after: dict) -> set[str]:
     ("strategy", "restarted"),
     [("one_for_one", {"b"}), ("one_for_all", {"a", "b", "c"}), ("rest_for_one", {"b", "c"})],
 )
-def test_strategy_restarts_the_crashed_child_and_the_siblings_it_names(start_runtime, kit, strategy, restarted) -> None:
+def test_strategy_restarts_the_crashed_child_and_the_siblings_it_names(
+    start_runtime, kit, strategy, restarted
+) -> None:
     runtime = start_runtime(*_trio(kit), strategy=strategy)
     before, after = _crash_b(runtime, kit)
     assert _changed(before, after) == restarted
@@ -90,7 +94,9 @@ def test_one_for_all_kills_a_temporary_sibling_without_restarting_it(start_runti
 
 
 def test_restart_intensity_exceeded_escalates_naming_the_connector(start_runtime, kit) -> None:
-    runtime = start_runtime(*_trio(kit), max_restarts=2, period=60, restart_backoff={"min": 0.01, "max": 0.02})
+    runtime = start_runtime(
+        *_trio(kit), max_restarts=2, period=60, restart_backoff={"min": 0.01, "max": 0.02}
+    )
     for _ in range(2):
         _crash_b(runtime, kit)
     assert runtime.failure is None
@@ -128,7 +134,10 @@ def test_a_crash_looping_connector_backs_off_instead_of_spinning(start_runtime, 
 
 def test_cancel_brings_every_connector_back_fresh(start_runtime, kit, tmp_path: Path) -> None:
     state = tmp_path / "startups"
-    runtime = start_runtime(kit.chaos("a", state_file=str(state)), kit.chaos("stuck", faults={"adjust": "sleep"}, components={"web": {"settings": {}}}))
+    runtime = start_runtime(
+        kit.chaos("a", state_file=str(state)),
+        kit.chaos("stuck", faults={"adjust": "sleep"}, components={"web": {"settings": {}}}),
+    )
     first = runtime.run("measure").data["annotations"]
     second = runtime.run("measure").data["annotations"]
     assert int(second["a.operations"]) > int(first["a.operations"])
@@ -145,7 +154,9 @@ def test_cancel_brings_every_connector_back_fresh(start_runtime, kit, tmp_path: 
 
 
 def test_two_cancels_in_a_row_and_a_cancel_during_startup_are_fine(start_runtime, kit) -> None:
-    runtime = start_runtime(kit.chaos("a"), kit.chaos("slow", faults={"startup": {"action": "sleep", "seconds": 0.3}}))
+    runtime = start_runtime(
+        kit.chaos("a"), kit.chaos("slow", faults={"startup": {"action": "sleep", "seconds": 0.3}})
+    )
     runtime.cancel()
     runtime.cancel()
     first = kit.pids(runtime)

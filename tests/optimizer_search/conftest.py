@@ -1,9 +1,10 @@
 """Shared pieces for the search tests: a described application and realistic servo results.
 
-``stand_in_model`` is a small response surface of our own (the search tests do not depend on it
-for their claims about the strategy: those use ``servo_actors.connectors.synthetic.SyntheticModel``
-when it exists). ``ServoSimulator`` answers a driver's commands the way a servo posts results,
-with the wire shapes of protocol.md, so SearchDriver is exercised without HTTP.
+``stand_in_model`` is a small response surface of our own for the driver tests (the claim that
+the strategy beats random sampling is tested on ``servo_actors.connectors.synthetic``).
+``ServoSimulator`` answers a driver's commands the way a servo posts results, with the wire
+shapes of protocol.md, so SearchDriver is exercised without HTTP; ``HttpServo`` does the same
+over HTTP against a running ``OptimizerServer``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import random
 from typing import Any
 
 import pytest
+import requests
+
+from servo_actors.optimizer.server import OptimizerServer
 
 COMPONENTS: dict[str, Any] = {
     "web": {
@@ -139,6 +143,35 @@ class ServoSimulator:
             event, result = self.answer(command)
             driver.on_result(command, event, result)
         raise AssertionError(f"no SLEEP after {max_commands} commands")
+
+
+HTTP_TIMEOUT = 5.0
+
+
+class HttpServo:
+    """Speaks the protocol to the server with requests, answering commands with a ServoSimulator."""
+
+    def __init__(self, server: OptimizerServer, token: str) -> None:
+        self.url = server.servo_url
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"Bearer {token}"
+        self.simulator = ServoSimulator()
+
+    def post(self, event: str, param: object = None) -> dict:
+        reply = self.session.post(
+            self.url, json={"event": event, "param": param, "servo_uid": None}, timeout=HTTP_TIMEOUT
+        )
+        assert reply.status_code == 200, reply.text
+        return reply.json()
+
+    def next_command(self) -> dict:
+        command = self.post("WHATS_NEXT")
+        assert "cmd" in command, command
+        return command
+
+    def complete(self, command: dict) -> dict:
+        event, result = self.simulator.answer(command)
+        return self.post(event, result)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from servo_actors.optimizer.search import SearchDriver
 from servo_actors.optimizer.server import OptimizerServer
 
 from .browser import Chromium, chromium_binary
-from .test_optimizer_search_server import HttpServo
+from .conftest import HttpServo
 
 PAGE_TIMEOUT = 15.0  # generous: the page polls every second on a shared, noisy machine
 

@@ -9,35 +9,7 @@ from servo_actors.optimizer.plan import parse_plan
 from servo_actors.optimizer.search import SearchDriver
 from servo_actors.optimizer.server import OptimizerServer
 
-from .conftest import ServoSimulator
-
-HTTP_TIMEOUT = 5.0
-
-
-class HttpServo:
-    """Speaks the protocol to the server with requests, answering commands with a ServoSimulator."""
-
-    def __init__(self, server: OptimizerServer, token: str) -> None:
-        self.url = server.servo_url
-        self.session = requests.Session()
-        self.session.headers["Authorization"] = f"Bearer {token}"
-        self.simulator = ServoSimulator()
-
-    def post(self, event: str, param: object = None) -> dict:
-        reply = self.session.post(
-            self.url, json={"event": event, "param": param, "servo_uid": None}, timeout=HTTP_TIMEOUT
-        )
-        assert reply.status_code == 200, reply.text
-        return reply.json()
-
-    def next_command(self) -> dict:
-        command = self.post("WHATS_NEXT")
-        assert "cmd" in command, command
-        return command
-
-    def complete(self, command: dict) -> dict:
-        event, result = self.simulator.answer(command)
-        return self.post(event, result)
+from .conftest import HTTP_TIMEOUT, HttpServo
 
 
 @pytest.mark.timeout(30)
