@@ -162,6 +162,7 @@ class ConnectorHost(Actor):
         self._supervisor: Any = None
         self._calls: _ConnectorCalls | None = None
         self._busy: str | None = None
+        self._work: queue.SimpleQueue[Callable[[], tuple[Any, ...]]] | None = None
 
     # ----- actor thread ------------------------------------------------------------------------
 
@@ -261,19 +262,24 @@ class ConnectorHost(Actor):
     # ----- worker thread -----------------------------------------------------------------------
 
     def _start_worker(self, label: str, work: Callable[[], tuple[Any, ...]]) -> None:
+        """Hand ``work`` to the worker thread (started on first use; one per process, for good)."""
         self._busy = label
-        thread = threading.Thread(target=self._worker, args=(work,), name=f"connector-{label}", daemon=True)
-        thread.start()
+        if self._work is None:
+            self._work = queue.SimpleQueue()
+            threading.Thread(target=self._worker, args=(self._work,), name="connector", daemon=True).start()
+        self._work.put(work)
 
-    def _worker(self, work: Callable[[], tuple[Any, ...]]) -> None:
-        try:
-            event = work()
-        except SystemExit as exc:
-            # A connector that calls sys.exit(code) ends its process with that code; 0 is a
-            # normal exit (a transient connector then stays down).
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-            os._exit(code)
-        self._post(event)
+    def _worker(self, jobs: queue.SimpleQueue[Callable[[], tuple[Any, ...]]]) -> None:
+        while True:
+            work = jobs.get()
+            try:
+                event = work()
+            except SystemExit as exc:
+                # A connector that calls sys.exit(code) ends its process with that code; 0 is a
+                # normal exit (a transient connector then stays down).
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+                os._exit(code)
+            self._post(event)
 
     def _post(self, event: tuple[Any, ...]) -> None:
         self._events.put(event)

@@ -21,6 +21,7 @@ import click
 from servo_actors import __version__
 from servo_actors.cli.config_cmds import config_cmd, connectors_cmd, schema_cmd, validate_cmd
 from servo_actors.cli.context import CliState
+from servo_actors.cli.operations import adjust_cmd, check_cmd, describe_cmd, measure_cmd
 from servo_actors.cli.optimizer_cmds import optimizer
 from servo_actors.cli.run_cmd import run_cmd
 from servo_actors.cli.demo_cmd import demo_cmd
@@ -130,6 +131,10 @@ cli.add_command(validate_cmd)
 cli.add_command(schema_cmd)
 cli.add_command(connectors_cmd)
 cli.add_command(optimizer)
+cli.add_command(check_cmd)
+cli.add_command(describe_cmd)
+cli.add_command(measure_cmd)
+cli.add_command(adjust_cmd)
 cli.add_command(run_cmd)
 cli.add_command(demo_cmd)
 

@@ -6,8 +6,9 @@
         print(server.servo_url)      # http://127.0.0.1:PORT/accounts/example.com/applications/web/servo
         ...                          # a servo talks to it; GET server.url + "/admin/state" shows it all
 
-It owns HTTP, the envelope, the token, cmd_uids, the command in flight, ``/admin/cancel`` and the
-request history; a ``Driver`` (driver.py) chooses the commands and judges their results.
+It owns the envelope, the token, cmd_uids, the command in flight, ``/admin/cancel`` and the request
+history (its HTTP side is ``web.py``); a ``Driver`` (driver.py) chooses the commands and judges
+their results.
 
 Routes:
 
@@ -37,7 +38,7 @@ How the server answers the servo:
   stall a request or answer it with any status and body instead.
 
 Malformed requests (not JSON, not the 3-key envelope, an unknown event) get 400 JSON, a body over
-``MAX_BODY_BYTES`` 413, a missing or wrong token 401; a failing driver 500. The server thread
+``web.MAX_BODY_BYTES`` 413, a missing or wrong token 401; a failing driver 500. The server thread
 survives all of it.
 """
 
@@ -180,6 +181,21 @@ class OptimizerServer:
             self._thread.join(STOP_TIMEOUT)
         self._httpd.close_connections()
         self._httpd.server_close()
+
+    def take_over(self, previous: OptimizerServer) -> OptimizerServer:
+        """Carry on where a stopped server left off: its command in flight, cmd_uids and history.
+
+        An optimizer that keeps its state across a restart (or a network outage) looks like this to
+        the servo; without ``take_over`` a new server knows no command, and answers a late result
+        ``invalid`` (``unexpected cmd_uid``), as a restarted optimizer that lost its state would.
+        """
+        with previous._lock, self._lock:
+            self._current = previous._current
+            self._cancel = previous._cancel
+            self._uids = previous._uids
+            self._history.extend(previous._history)
+            self._requests_seen = previous._requests_seen
+        return self
 
     def __enter__(self) -> OptimizerServer:
         return self.start()

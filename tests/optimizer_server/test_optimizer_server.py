@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from servo_actors.optimizer.server import MAX_BODY_BYTES, STATIC_DIR
+from servo_actors.optimizer.web import MAX_BODY_BYTES, STATIC_DIR
 
 TOKEN = "srv-token-0a1b2c3d"
 MEASURE = {"cmd": "MEASURE", "param": {"metrics": ["rps"], "control": {"duration": 1}}}

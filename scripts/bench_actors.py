@@ -1,0 +1,282 @@
+"""Benchmark the actor runtime: cancel, round trip, respawn, memory, orphan cleanup.
+
+    python scripts/bench_actors.py            # full run (>= 200 cancels per size; a few minutes)
+    python scripts/bench_actors.py --quick    # fewer iterations, for a smoke check
+
+Prints the numbers and writes them into BENCHMARKS.md (the section between the bench_actors
+markers is replaced; the rest of the file is kept). Every process it starts is stopped by PID.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+from servo_actors.actors import ServoRuntime, processes
+from servo_actors.config.models import ServoConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCHMARKS = ROOT / "BENCHMARKS.md"
+START_MARK = "<!-- bench_actors:start -->"
+END_MARK = "<!-- bench_actors:end -->"
+SIZES = (1, 4, 16, 50)
+TARGETS = {
+    "cancel_p99_4_ms": 50.0,
+    "cancel_p99_50_ms": 500.0,
+    "round_trip_p50_ms": 2.0,
+    "pss_per_connector_mb": 8.0,
+    "orphan_cleanup_s": 2.0,
+}
+HANG_SETTLE = 0.05
+"""Seconds between beginning the measure and the cancel, so the hung connector is in its read."""
+ORPHAN_POLL = 0.005
+ORPHAN_LIMIT = 10.0
+"""Seconds after which an orphan-cleanup trial is reported as failed."""
+
+SERVO_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, time
+    from servo_actors.actors import ServoRuntime
+    from servo_actors.config.models import ServoConfig
+    conns = [{"name": f"c{i}", "type": "chaos"} for i in range(3)]
+    conns.append({"name": "hung", "type": "chaos", "config": {"faults": {"measure": "socket_read"}}})
+    runtime = ServoRuntime(ServoConfig.model_validate({"connectors": conns}), run_dir=sys.argv[1])
+    runtime.start()
+    op = runtime.begin("measure")
+    runtime.wait(op, 0.2)
+    print(json.dumps({"sid": runtime.session_id}), flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def config(size: int, *, hung: bool) -> ServoConfig:
+    connectors = [{"name": f"c{i}", "type": "chaos"} for i in range(size - 1 if hung else size)]
+    if hung:
+        connectors.append({"name": "hung", "type": "chaos", "config": {"faults": {"measure": "socket_read"}}})
+    return ServoConfig.model_validate({"connectors": connectors})
+
+
+def pss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/smaps_rollup") as handle:
+        for line in handle:
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    return 0
+
+
+def bench_cancel(size: int, iterations: int, run_dir: Path) -> dict:
+    with ServoRuntime(config(size, hung=True), run_dir=run_dir / f"cancel{size}") as runtime:
+        started = time.perf_counter()
+        runtime.cancel()  # warm-up; also the cost of one full respawn
+        times = []
+        for _ in range(iterations):
+            op = runtime.begin("measure")
+            runtime.wait(op, HANG_SETTLE)
+            began = time.perf_counter()
+            runtime.cancel()
+            times.append(time.perf_counter() - began)
+            assert op.result is not None and op.result.status == "cancelled", op
+        first = time.perf_counter() - started
+        runtime.run("describe")  # every host has served an operation: typical resident memory
+        hosts = [child.pid for child in runtime.status().children if child.pid]
+        pss = [pss_kib(pid) for pid in hosts]
+    return {
+        "size": size,
+        "iterations": iterations,
+        "p50_ms": percentile(times, 0.5) * 1e3,
+        "p99_ms": percentile(times, 0.99) * 1e3,
+        "max_ms": max(times) * 1e3,
+        "pss_mean_mb": statistics.mean(pss) / 1024,
+        "pss_max_mb": max(pss) / 1024,
+        "first_ms": first * 1e3,
+    }
+
+
+def bench_round_trip(iterations: int, run_dir: Path) -> dict:
+    results = {}
+    for size in (1, 4):
+        with ServoRuntime(config(size, hung=False), run_dir=run_dir / f"rt{size}") as runtime:
+            for _ in range(20):
+                runtime.run("check")
+            times = []
+            for _ in range(iterations):
+                began = time.perf_counter()
+                runtime.run("check")
+                times.append(time.perf_counter() - began)
+        results[size] = {"p50_ms": percentile(times, 0.5) * 1e3, "p99_ms": percentile(times, 0.99) * 1e3}
+    return results
+
+
+def bench_start(run_dir: Path) -> dict:
+    results = {}
+    for size in (1, 16):
+        runtime = ServoRuntime(config(size, hung=False), run_dir=run_dir / f"start{size}")
+        began = time.perf_counter()
+        runtime.start()
+        results[size] = (time.perf_counter() - began) * 1e3
+        runtime.stop()
+    return results
+
+
+def bench_orphans(trials: int, run_dir: Path) -> list[float]:
+    times = []
+    for trial in range(trials):
+        servo = subprocess.Popen(
+            [sys.executable, "-c", SERVO_SCRIPT, str(run_dir / f"orphan{trial}")],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            sid = json.loads(servo.stdout.readline())["sid"]
+            began = time.perf_counter()
+            servo.send_signal(signal.SIGKILL)
+            servo.wait()
+            while processes.session_members(sid) and time.perf_counter() - began < ORPHAN_LIMIT:
+                time.sleep(ORPHAN_POLL)
+            times.append(time.perf_counter() - began)
+            left = processes.session_members(sid)
+            if left:
+                processes.kill_session(sid)
+                print(f"  orphan trial {trial}: {left} survived {ORPHAN_LIMIT}s", file=sys.stderr)
+        finally:
+            if servo.poll() is None:
+                servo.kill()
+                servo.wait()
+            servo.stdout.close()
+    return times
+
+
+def machine() -> dict:
+    model = "unknown"
+    with open("/proc/cpuinfo") as handle:
+        for line in handle:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "thespian": importlib.metadata.version("thespian"),
+        "kernel": platform.release(),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "load": "%.2f %.2f %.2f" % os.getloadavg(),
+    }
+
+
+def verdict(value: float, target: float) -> str:
+    return "met" if value <= target else "MISSED"
+
+
+def report(info: dict, cancels: list[dict], trips: dict, starts: dict, orphans: list[float], quick: bool) -> str:
+    by_size = {row["size"]: row for row in cancels}
+    slope = (by_size[SIZES[-1]]["p50_ms"] - by_size[SIZES[0]]["p50_ms"]) / (SIZES[-1] - SIZES[0])
+    pss = by_size[4]["pss_mean_mb"]
+    lines = [
+        f"### Actor runtime ({'quick' if quick else 'full'} run, {info['date']})",
+        "",
+        f"Machine: {info['cpu']}, {info['cores']} cores, Linux {info['kernel']}, Python {info['python']}, "
+        f"Thespian {info['thespian']}; load average at start {info['load']} (shared machine: other jobs ran).",
+        "",
+        "Cancel: SIGKILL every connector's process group, respawn all, return when every fresh "
+        "connector has run startup() and answered; one connector is hung in a blocking socket read.",
+        "",
+        "| connectors | cancels | p50 ms | p99 ms | max ms | PSS/connector MB (mean, max) |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in cancels:
+        lines.append(
+            f"| {row['size']} | {row['iterations']} | {row['p50_ms']:.1f} | {row['p99_ms']:.1f} | "
+            f"{row['max_ms']:.1f} | {row['pss_mean_mb']:.1f}, {row['pss_max_mb']:.1f} |"
+        )
+    lines += [
+        "",
+        f"- Supervisor round trip of a no-op operation (check): 1 connector p50 {trips[1]['p50_ms']:.2f} ms "
+        f"(p99 {trips[1]['p99_ms']:.2f}); 4 connectors p50 {trips[4]['p50_ms']:.2f} ms (p99 {trips[4]['p99_ms']:.2f}).",
+        f"- Respawn cost per connector (cancel p50 slope, {SIZES[0]} to {SIZES[-1]} connectors): {slope:.1f} ms.",
+        f"- Start (actor system, supervisor, connectors in order): 1 connector {starts[1]:.0f} ms, "
+        f"16 connectors {starts[16]:.0f} ms.",
+        f"- SIGKILL of the servo's main process -> last actor process gone ({len(orphans)} trials): "
+        f"median {statistics.median(orphans):.2f} s, max {max(orphans):.2f} s.",
+        "",
+        "| target | measured | |",
+        "|---|---:|---|",
+        f"| cancel p99 <= 50 ms, 4 connectors | {by_size[4]['p99_ms']:.1f} ms | "
+        f"{verdict(by_size[4]['p99_ms'], TARGETS['cancel_p99_4_ms'])} |",
+        f"| cancel p99 <= 500 ms, 50 connectors | {by_size[50]['p99_ms']:.1f} ms | "
+        f"{verdict(by_size[50]['p99_ms'], TARGETS['cancel_p99_50_ms'])} |",
+        f"| round trip p50 <= 2 ms | {trips[1]['p50_ms']:.2f} ms | "
+        f"{verdict(trips[1]['p50_ms'], TARGETS['round_trip_p50_ms'])} |",
+        f"| PSS <= 8 MB per connector (4 connectors) | {pss:.1f} MB | "
+        f"{verdict(pss, TARGETS['pss_per_connector_mb'])} |",
+        f"| orphan cleanup <= 2 s | {max(orphans):.2f} s | {verdict(max(orphans), TARGETS['orphan_cleanup_s'])} |",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_section(text: str) -> None:
+    section = f"{START_MARK}\n{text}{END_MARK}\n"
+    if BENCHMARKS.exists():
+        current = BENCHMARKS.read_text()
+        if START_MARK in current and END_MARK in current:
+            head, rest = current.split(START_MARK, 1)
+            tail = rest.split(END_MARK, 1)[1].lstrip("\n")
+            BENCHMARKS.write_text(head + section + tail)
+            return
+        BENCHMARKS.write_text(current.rstrip("\n") + "\n\n" + section)
+        return
+    BENCHMARKS.write_text(
+        "# Benchmarks\n\nMeasured numbers, written by the scripts under scripts/ (re-run them to update).\n\n"
+        + section
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer iterations (30 cancels per size)")
+    parser.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md alone")
+    args = parser.parse_args()
+    cancels_per_size = 30 if args.quick else 200
+    info = machine()
+    print(json.dumps(info))
+    with tempfile.TemporaryDirectory(prefix="bench-actors-") as tmp:
+        run_dir = Path(tmp)
+        cancels = []
+        for size in SIZES:
+            row = bench_cancel(size, cancels_per_size, run_dir)
+            print(json.dumps({"cancel": row}), flush=True)
+            cancels.append(row)
+        trips = bench_round_trip(100 if args.quick else 500, run_dir)
+        print(json.dumps({"round_trip": trips}), flush=True)
+        starts = bench_start(run_dir)
+        print(json.dumps({"start_ms": starts}), flush=True)
+        orphans = bench_orphans(3 if args.quick else 10, run_dir)
+        print(json.dumps({"orphan_cleanup_s": orphans}), flush=True)
+    text = report(info, cancels, trips, starts, orphans, args.quick)
+    print(text)
+    if not args.no_write:
+        write_section(text)
+        print(f"wrote {BENCHMARKS}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,566 @@
+"""``check``, ``describe``, ``measure`` and ``adjust``: one operation on the connectors, right now.
+
+Each command starts the connectors exactly as ``run`` does (a ``ServoRuntime``: the supervisor and
+one fresh process per connector), runs one operation, prints the result and stops everything
+again. Nothing persists between two commands: ``adjust`` prints what is in force after it, and a
+later ``describe`` starts fresh connectors that report their own (initial) state.
+
+Output: an aligned table on stdout (colour only on a terminal, never with ``NO_COLOR``), or with
+``--json`` one object of a stable shape::
+
+    {"operation": "measure", "status": "ok", "reason": "success", "message": null,
+     "data": {...},
+     "connectors": {"app": {"status": "ok", "reason": "success", "message": null}}}
+
+``status``/``reason``/``message`` are the aggregated result (protocol.md's status fields);
+``data`` is, by operation: describe ``{"components", "metrics"}`` (protocol.md's descriptor
+parts), measure ``{"metrics", "annotations"}``, adjust ``{"components"}`` (the components the
+adjusted connectors now hold), check ``{"checks": [{"connector", "name", "success", "message"}]}``;
+``connectors`` is each connector's own outcome.
+
+While ``measure`` or ``adjust`` runs and stderr is a terminal, one self-rewriting progress line
+goes to stderr. ``measure`` without ``-d`` measures for ``DEFAULT_MEASURE_DURATION`` (0 s: each
+connector reads what it can read at once, e.g. an instant Prometheus query), and it first checks
+the requested metric names against ``describe``.
+
+Exit codes: 0 success; 1 when the operation's status is not ``ok`` or a check failed (a line on
+stderr names the connector); 2 for bad usage (an unknown metric, component or setting, a value
+out of range, off its step or not among its values) or bad configuration. SIGINT or SIGTERM
+stops the connectors (graceful, then SIGKILL) and exits 128 + the signal number (130 for Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from servo_actors.cli.context import (
+    CliState,
+    color_enabled,
+    echo_json,
+    format_table,
+    is_terminal,
+    json_option,
+    pass_state,
+)
+from servo_actors.durations import format_duration
+from servo_actors.errors import ConnectorError, SupervisorError, UsageError
+
+if TYPE_CHECKING:
+    from servo_actors.actors import OperationResult, ServoRuntime
+    from servo_actors.config import ServoConfig
+
+DEFAULT_MEASURE_DURATION = 0.0
+"""Seconds ``measure`` measures without ``-d``: 0 means "now" (one reading per connector)."""
+REFRESH_INTERVAL = 0.2
+"""Seconds between two looks at a running operation (progress redraw, signal check)."""
+INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""Signals that stop the running operation and its connectors; the exit code is 128 + signal."""
+SIGNAL_EXIT_BASE = 128
+STEP_TOLERANCE = 1e-6
+"""How far from the step grid (in steps) a value may be: absorbs float error such as 0.1 + 0.2."""
+BAR_WIDTH = 24
+"""Characters of the progress bar itself."""
+
+
+# ----- running one operation -----------------------------------------------------------------------
+
+
+class _Interrupted(BaseException):
+    """Raised by the signal handler. A BaseException, so no ``except Exception`` in Thespian eats it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class _SignalGuard:
+    """While armed, SIGINT/SIGTERM raise ``_Interrupted``; while stopping, they are ignored."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.stopping = False
+        self._previous = {sig: signal.getsignal(sig) for sig in INTERRUPT_SIGNALS}
+
+    def _handler(self, signum: int, _frame: Any) -> None:
+        if self.stopping:
+            return
+        self.received = signum
+        raise _Interrupted(signum)
+
+    def arm(self) -> None:
+        for sig in INTERRUPT_SIGNALS:
+            signal.signal(sig, self._handler)
+
+    def check(self) -> None:
+        """Raise if a signal came in whose exception something swallowed on the way up."""
+        if self.received is not None:
+            raise _Interrupted(self.received)
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def _connectors(config: ServoConfig, operation: str) -> Iterator[tuple[ServoRuntime, _SignalGuard]]:
+    """The started runtime; on every way out it is stopped, and a signal becomes a clean exit."""
+    from servo_actors.actors import ServoRuntime
+
+    runtime = ServoRuntime(config)
+    guard = _SignalGuard()
+    interrupted: _Interrupted | None = None
+    try:
+        guard.arm()
+        runtime.start()
+        yield runtime, guard
+    except _Interrupted as exc:
+        interrupted = exc
+    finally:
+        # A second Ctrl-C must not cut the cleanup short; stop() is bounded on its own.
+        guard.stopping = True
+        try:
+            runtime.stop()
+        finally:
+            guard.restore()
+    if interrupted is not None:
+        click.echo(
+            f"interrupted by {interrupted}: {operation} abandoned, its connectors were stopped",
+            err=True,
+        )
+        raise click.exceptions.Exit(SIGNAL_EXIT_BASE + interrupted.signum)
+
+
+def _perform(
+    runtime: ServoRuntime,
+    guard: _SignalGuard,
+    operation: str,
+    *,
+    progress: _ProgressLine | None = None,
+    **kwargs: Any,
+) -> OperationResult:
+    """``operation`` to its result, redrawing ``progress`` and noticing signals on the way."""
+    op = runtime.begin(operation, **kwargs)
+    try:
+        while (result := runtime.wait(op, REFRESH_INTERVAL)) is None:
+            guard.check()
+            if progress is not None:
+                progress.draw(op.progress, op.message)
+            if not runtime.started:
+                raise SupervisorError(f"the connector runtime stopped while {operation} was running")
+            if time.monotonic() > op.deadline:
+                raise SupervisorError(f"the supervisor did not answer {operation} by its deadline")
+    finally:
+        if progress is not None:
+            progress.close()
+    return result
+
+
+def _payload(result: OperationResult) -> dict[str, Any]:
+    """The ``--json`` shape (module docstring)."""
+    return {
+        "operation": result.operation,
+        "status": result.status,
+        "reason": result.reason,
+        "message": result.message,
+        "data": result.data,
+        "connectors": {
+            name: {"status": part.status, "reason": part.reason, "message": part.message}
+            for name, part in result.parts.items()
+        },
+    }
+
+
+def _raise_unless_ok(result: OperationResult) -> None:
+    if not result.ok:
+        detail = result.message or "no connector gave a reason"
+        raise ConnectorError(f"{result.operation} {result.status} ({result.reason}): {detail}")
+
+
+# ----- progress ----------------------------------------------------------------------------------
+
+
+class _ProgressLine:
+    """One line on stderr, rewritten in place: ``measure [#####-----]  45%  13s/30s  message``.
+
+    With a known duration the bar follows the clock (the runtime reports the furthest connector,
+    which says little about the slowest); otherwise it shows what the connectors report.
+    """
+
+    def __init__(self, label: str, expected_seconds: float) -> None:
+        self._label = label
+        self._expected = expected_seconds
+        self._began = time.monotonic()
+        self._drawn = 0
+        self._color = color_enabled(sys.stderr)
+
+    def draw(self, reported: float, message: str) -> None:
+        elapsed = time.monotonic() - self._began
+        if self._expected > 0:
+            percent = min(99.0, 100.0 * elapsed / self._expected)
+            clock = f"{elapsed:.0f}s/{self._expected:.0f}s"
+        else:
+            percent, clock = reported, f"{elapsed:.0f}s"
+        filled = round(BAR_WIDTH * percent / 100)
+        bar = "#" * filled + "-" * (BAR_WIDTH - filled)
+        if self._color:
+            bar = click.style("#" * filled, fg="green") + "-" * (BAR_WIDTH - filled)
+        text = f"{self._label} [{bar}] {percent:3.0f}%  {clock}  {message}".rstrip()
+        # Never wrap: a wrapped line cannot be rewritten with a carriage return.
+        width = shutil.get_terminal_size().columns - 1
+        visible = len(click.unstyle(text))
+        if visible > width:
+            text = click.unstyle(text)[:width]
+            visible = width
+        click.echo("\r" + text + " " * max(0, self._drawn - visible), err=True, nl=False)
+        self._drawn = visible
+
+    def close(self) -> None:
+        if self._drawn:
+            click.echo("\r" + " " * self._drawn + "\r", err=True, nl=False)
+            self._drawn = 0
+
+
+def _progress_for(label: str, expected_seconds: float) -> _ProgressLine | None:
+    return _ProgressLine(label, expected_seconds) if is_terminal(sys.stderr) else None
+
+
+# ----- formatting --------------------------------------------------------------------------------
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "-" if value is None else str(value)
+
+
+def _bounds(setting: dict[str, Any]) -> str | None:
+    if setting.get("type") == "enum" or "values" in setting:
+        return "|".join(str(v) for v in setting.get("values") or [])
+    if "min" in setting or "max" in setting:
+        step = f" step {_number(setting['step'])}" if setting.get("step") is not None else ""
+        return f"{_number(setting.get('min'))}..{_number(setting.get('max'))}{step}"
+    return None
+
+
+def _settings_rows(components: dict[str, Any]) -> list[list[Any]]:
+    rows = []
+    for component, body in components.items():
+        for name, setting in ((body or {}).get("settings") or {}).items():
+            kind = setting.get("type") or "-"
+            if setting.get("pinned"):
+                kind += " (pinned)"
+            rows.append(
+                [component, name, kind, _number(setting.get("value")), _bounds(setting), setting.get("unit")]
+            )
+    return rows
+
+
+class _Styled(str):
+    """A table cell with a colour: ``format_table`` sees plain text, ``_table`` adds the colour."""
+
+    style: dict[str, Any]
+
+    def __new__(cls, text: str, **style: Any) -> _Styled:
+        cell = super().__new__(cls, text)
+        cell.style = style
+        return cell
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """``format_table``, then colour for ``_Styled`` cells (after aligning: escapes have no width)."""
+    text = format_table(headers, rows)
+    if not color_enabled(sys.stdout):
+        return text
+    lines = text.split("\n")
+    columns = [(match.start(), match.end()) for match in re.finditer(r"-+", lines[1])]
+    for number, row in enumerate(rows, start=2):
+        line = lines[number]
+        for (start, end), cell in reversed(list(zip(columns, row, strict=True))):
+            if isinstance(cell, _Styled) and cell:
+                plain = line[start:end].rstrip()
+                line = line[:start] + click.style(plain, **cell.style) + line[start + len(plain) :]
+        lines[number] = line
+    return "\n".join(lines)
+
+
+def _status_word(ok: bool) -> _Styled:
+    return _Styled("ok", fg="green") if ok else _Styled("FAILED", fg="red", bold=True)
+
+
+# ----- describe ----------------------------------------------------------------------------------
+
+
+@click.command("describe")
+@json_option
+@pass_state
+def describe_cmd(state: CliState, as_json: bool) -> None:
+    """Show what the connectors describe: components with their settings, and metrics.
+
+    Exits 1, naming the connector, when one of them fails to describe itself.
+    """
+    with _connectors(state.config, "describe") as (runtime, guard):
+        result = _perform(runtime, guard, "describe")
+    if as_json:
+        echo_json(_payload(result))
+    else:
+        data = result.data
+        rows = _settings_rows(data.get("components") or {})
+        click.echo(_table(["COMPONENT", "SETTING", "TYPE", "VALUE", "RANGE/VALUES", "UNIT"], rows))
+        metrics = [[name, (info or {}).get("unit")] for name, info in (data.get("metrics") or {}).items()]
+        click.echo()
+        click.echo(_table(["METRIC", "UNIT"], metrics))
+    _raise_unless_ok(result)
+
+
+# ----- check -------------------------------------------------------------------------------------
+
+
+@click.command("check")
+@json_option
+@pass_state
+def check_cmd(state: CliState, as_json: bool) -> None:
+    """Run every connector's checks; exit 1 if any check or connector failed.
+
+    A connector without checks shows as one passing row, so every connector is accounted for.
+    """
+    with _connectors(state.config, "check") as (runtime, guard):
+        result = _perform(runtime, guard, "check")
+    checks = result.data.get("checks") or []
+    failed_checks = [c for c in checks if not c.get("success")]
+    if as_json:
+        echo_json(_payload(result))
+    else:
+        rows = []
+        for name, part in result.parts.items():
+            mine = [c for c in checks if c.get("connector") == name]
+            if not part.ok:
+                rows.append([name, "-", _status_word(False), part.message])
+            elif not mine:
+                rows.append([name, "-", _status_word(True), "no checks"])
+            rows += [
+                [name, c.get("name"), _status_word(bool(c.get("success"))), c.get("message")] for c in mine
+            ]
+        click.echo(_table(["CONNECTOR", "CHECK", "RESULT", "MESSAGE"], rows))
+    _raise_unless_ok(result)
+    if failed_checks:
+        named = "; ".join(
+            f"connector {c.get('connector')!r}: {c.get('name')}: {c.get('message') or 'failed'}"
+            for c in failed_checks
+        )
+        raise ConnectorError(f"{len(failed_checks)} of {len(checks)} checks failed: {named}")
+
+
+# ----- measure -----------------------------------------------------------------------------------
+
+
+def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -> float:
+    from servo_actors.durations import parse_duration
+
+    if value is None:
+        return DEFAULT_MEASURE_DURATION
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _measure_rows(metrics: dict[str, Any]) -> list[list[Any]]:
+    rows = []
+    for name, metric in metrics.items():
+        unit = (metric or {}).get("unit") or None
+        if metric.get("values") is None:
+            value = _number(metric.get("value"))
+            rows.append([name, "-", 1, value, value, unit])
+            continue
+        for series in metric.get("values") or []:
+            values = [point[1] for point in series.get("data") or []]
+            mean = _number(sum(values) / len(values)) if values else None
+            last = _number(values[-1]) if values else None
+            rows.append([name, series.get("id"), len(values), mean, last, unit])
+    return rows
+
+
+@click.command("measure")
+@click.argument("metrics", nargs=-1)
+@click.option(
+    "-d",
+    "--duration",
+    callback=_duration,
+    metavar="DURATION",
+    help=(
+        "How long to measure: seconds, or e.g. 30s, 5m, 1m30s."
+        f"  [default: {format_duration(DEFAULT_MEASURE_DURATION)}, measure now]"
+    ),
+)
+@json_option
+@pass_state
+def measure_cmd(state: CliState, metrics: tuple[str, ...], duration: float, as_json: bool) -> None:
+    """Measure METRICS (default: every described metric) for DURATION, now.
+
+    Every connector takes part (a load generator runs during each measurement). Unknown metric
+    names exit 2 before anything is measured. A progress line shows on a terminal.
+    """
+    from servo_actors.connectors.base import Control
+
+    control = Control(duration=duration)
+    with _connectors(state.config, "measure") as (runtime, guard):
+        wanted = None
+        if metrics:
+            described = _perform(runtime, guard, "describe")
+            _raise_unless_ok(described)
+            wanted = _known_metrics(metrics, described.data.get("metrics") or {})
+        progress = _progress_for("measure", control.expected_seconds)
+        result = _perform(runtime, guard, "measure", progress=progress, metrics=wanted, control=control)
+    if as_json:
+        echo_json(_payload(result))
+    else:
+        rows = _measure_rows(result.data.get("metrics") or {})
+        click.echo(_table(["METRIC", "SERIES", "POINTS", "MEAN", "LAST", "UNIT"], rows))
+    _raise_unless_ok(result)
+
+
+def _known_metrics(requested: Sequence[str], described: dict[str, Any]) -> list[str]:
+    unknown = [name for name in requested if name not in described]
+    if unknown:
+        known = ", ".join(described) or "none"
+        raise UsageError(f"unknown metric(s) {', '.join(unknown)} (the connectors describe: {known})")
+    return list(dict.fromkeys(requested))
+
+
+# ----- adjust ------------------------------------------------------------------------------------
+
+
+def parse_assignments(arguments: Sequence[str]) -> list[tuple[str, str]]:
+    """``["web.cpu=1.5"]`` -> ``[("web.cpu", "1.5")]``; UsageError for anything else or a repeat.
+
+    >>> parse_assignments(["web.cpu=1.5", "web.gc=g1"])
+    [('web.cpu', '1.5'), ('web.gc', 'g1')]
+    """
+    found: list[tuple[str, str]] = []
+    for argument in arguments:
+        target, equals, raw = argument.partition("=")
+        component, dot, setting = target.strip().rpartition(".")
+        if not equals or not dot or not component or not setting:
+            raise UsageError(f"{argument!r} is not COMPONENT.SETTING=VALUE (e.g. web.cpu=1.5)")
+        if any(target.strip() == seen for seen, _ in found):
+            raise UsageError(f"{target.strip()} is given more than once")
+        found.append((target.strip(), raw.strip()))
+    return found
+
+
+def _locate(target: str, components: dict[str, Any]) -> tuple[str, str]:
+    """Split ``target`` at the dot that names a described component and setting (names may hold dots)."""
+    parts = target.split(".")
+    for index in range(len(parts) - 1, 0, -1):
+        component, setting = ".".join(parts[:index]), ".".join(parts[index:])
+        if setting in ((components.get(component) or {}).get("settings") or {}):
+            return component, setting
+    for index in range(len(parts) - 1, 0, -1):
+        component, setting = ".".join(parts[:index]), ".".join(parts[index:])
+        if component in components:
+            known = ", ".join((components[component] or {}).get("settings") or {}) or "none"
+            raise UsageError(f"unknown setting {setting!r} in {target} (settings of {component}: {known})")
+    component = target.rpartition(".")[0]
+    raise UsageError(
+        f"unknown component {component!r} in {target} (known: {', '.join(components) or 'none'})"
+    )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def convert_value(where: str, setting: dict[str, Any], raw: str) -> Any:
+    """``raw`` as the value ``setting`` (a described setting) accepts, or UsageError naming ``where``.
+
+    Range: a number within [min, max] on the grid min + k * step, an int when min and step are
+    ints. Enum: one of its values (as declared). Any other type: a number if it reads as one,
+    else the text.
+    """
+    if setting.get("pinned"):
+        raise UsageError(f"{where} is pinned: it cannot be adjusted")
+    kind = setting.get("type")
+    if kind == "enum":
+        for value in setting.get("values") or []:
+            if str(value) == raw:
+                return value
+        choices = ", ".join(str(v) for v in setting.get("values") or [])
+        raise UsageError(f"{where}={raw!r} is not one of its values: {choices}")
+    try:
+        number = float(raw)
+    except ValueError:
+        if kind == "range":
+            raise UsageError(f"{where}={raw!r} is not a number") from None
+        return raw
+    if not math.isfinite(number):
+        raise UsageError(f"{where}={raw!r} is not a finite number")
+    if kind != "range":
+        return int(number) if number.is_integer() and "." not in raw else number
+    low, high, step = setting.get("min"), setting.get("max"), setting.get("step")
+    if (low is not None and number < low) or (high is not None and number > high):
+        raise UsageError(f"{where}={raw} is outside its range {_number(low)}..{_number(high)}")
+    if step and low is not None:
+        steps = (number - low) / step
+        if abs(steps - round(steps)) > STEP_TOLERANCE:
+            raise UsageError(f"{where}={raw} is not on the step {_number(step)} from {_number(low)}")
+    if _is_int(step) and (low is None or _is_int(low)):
+        return int(round(number))
+    return number
+
+
+def resolve_assignments(assignments: Sequence[tuple[str, str]], components: dict[str, Any]) -> dict[str, Any]:
+    """The ADJUST request ``{component: {"settings": {setting: {"value": v}}}}`` for ``assignments``,
+    checked against the described ``components``; UsageError names the first one that is wrong."""
+    request: dict[str, Any] = {}
+    for target, raw in assignments:
+        component, setting = _locate(target, components)
+        value = convert_value(target, components[component]["settings"][setting], raw)
+        request.setdefault(component, {"settings": {}})["settings"][setting] = {"value": value}
+    return request
+
+
+def _adjust_rows(components: dict[str, Any], request: dict[str, Any]) -> list[list[Any]]:
+    rows = []
+    for component, body in components.items():
+        asked = (request.get(component) or {}).get("settings") or {}
+        for name, setting in ((body or {}).get("settings") or {}).items():
+            value = _number(setting.get("value"))
+            rows.append(
+                [component, name, _Styled(value, bold=True) if name in asked else value, setting.get("unit")]
+            )
+    return rows
+
+
+@click.command("adjust")
+@click.argument("assignments", nargs=-1, required=True, metavar="COMPONENT.SETTING=VALUE...")
+@json_option
+@pass_state
+def adjust_cmd(state: CliState, assignments: tuple[str, ...], as_json: bool) -> None:
+    """Apply settings through the connectors that own them; print what is now in force.
+
+    Each value is checked against describe first: an unknown component or setting, a value out
+    of range, off its step or not among its values exits 2 naming it, and nothing is adjusted.
+    """
+    parsed = parse_assignments(assignments)
+    with _connectors(state.config, "adjust") as (runtime, guard):
+        described = _perform(runtime, guard, "describe")
+        _raise_unless_ok(described)
+        request = resolve_assignments(parsed, described.data.get("components") or {})
+        progress = _progress_for("adjust", 0.0)
+        result = _perform(runtime, guard, "adjust", progress=progress, components=request)
+    if as_json:
+        echo_json(_payload(result))
+    else:
+        rows = _adjust_rows(result.data.get("components") or {}, request)
+        click.echo(_table(["COMPONENT", "SETTING", "VALUE", "UNIT"], rows))
+    _raise_unless_ok(result)
