@@ -373,8 +373,10 @@ class ServoRuntime:
     def _require_running(self, *, allow_failed: bool = False) -> None:
         if not self.started or self._supervisor is None:
             raise SupervisorError("the connector runtime is not running")
-        if not allow_failed and self.failure is not None:
-            raise self._failure  # type: ignore[misc]
+        # Only a failure already received: polling here would cost every call a millisecond, and
+        # a supervisor that has failed answers any request with that failure anyway.
+        if not allow_failed and self._failure is not None:
+            raise self._failure
 
     def _await(self, request_id: str, timeout: float) -> Any:
         """Handle messages until the answer to ``request_id`` arrives; None after ``timeout``."""

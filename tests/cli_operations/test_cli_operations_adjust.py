@@ -119,7 +119,9 @@ def test_a_connector_failing_its_adjust_exits_1_naming_it(servo) -> None:
             "name": "drill",
             "type": "chaos",
             "config": {
-                "components": {"db": {"settings": {"mode": {"type": "enum", "values": ["a", "b"], "value": "a"}}}},
+                "components": {
+                    "db": {"settings": {"mode": {"type": "enum", "values": ["a", "b"], "value": "a"}}}
+                },
                 "faults": {"adjust": {"action": "raise", "exception": "OSError", "message": "disk full"}},
             },
         },
@@ -127,7 +129,9 @@ def test_a_connector_failing_its_adjust_exits_1_naming_it(servo) -> None:
     result, payload = servo.run_json("adjust", "db.mode=b", "web.cpu=2")
     assert result.returncode == 1
     assert (payload["status"], payload["reason"]) == ("failed", "connector-error")
-    assert payload["connectors"]["drill"]["message"] == "connector 'drill' raised OSError in adjust: disk full"
+    assert (
+        payload["connectors"]["drill"]["message"] == "connector 'drill' raised OSError in adjust: disk full"
+    )
     # The other owner applied its part and says so.
     assert payload["data"]["components"]["web"]["settings"]["cpu"]["value"] == 2.0
     assert "error: adjust failed (connector-error): connector 'drill' raised OSError" in result.stderr

@@ -12,7 +12,11 @@ from servo_actors.connectors.synthetic import METRIC_UNITS, SyntheticModel
 pytestmark = pytest.mark.timeout(90)
 
 SYNTHETIC = {"name": "app", "type": "synthetic", "config": {"time_scale": 0}}
-DB = {"db.main": {"settings": {"pool": {"type": "range", "min": 1, "max": 8, "step": 1, "value": 2, "pinned": True}}}}
+DB = {
+    "db.main": {
+        "settings": {"pool": {"type": "range", "min": 1, "max": 8, "step": 1, "value": 2, "pinned": True}}
+    }
+}
 
 
 def chaos(name: str, **config: object) -> dict[str, object]:
@@ -100,13 +104,18 @@ def test_a_connector_that_raises_in_check_exits_1_naming_it(servo, kit) -> None:
     result, payload = servo.run_json("check")
     assert result.returncode == 1
     assert (payload["status"], payload["reason"]) == ("failed", "connector-error")
-    assert payload["connectors"]["drill"]["message"] == "connector 'drill' raised RuntimeError in check: chaos"
+    assert (
+        payload["connectors"]["drill"]["message"] == "connector 'drill' raised RuntimeError in check: chaos"
+    )
     assert "error: check failed (connector-error): connector 'drill' raised RuntimeError" in result.stderr
     table = servo.run("check")
     assert table.returncode == 1
-    assert ["drill", "-", "FAILED", "connector 'drill' raised RuntimeError in check: chaos"] in kit.table_rows(
-        table.stdout
-    )
+    assert [
+        "drill",
+        "-",
+        "FAILED",
+        "connector 'drill' raised RuntimeError in check: chaos",
+    ] in kit.table_rows(table.stdout)
 
 
 def test_a_connector_that_cannot_start_exits_1_naming_it(servo) -> None:

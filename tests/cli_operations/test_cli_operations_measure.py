@@ -30,7 +30,11 @@ def test_measure_json_has_the_requested_metrics_over_the_duration(servo) -> None
     # One p99 series per replica (2 by default).
     assert len(metrics["p99_latency"]["values"]) == 2
     (queue,) = metrics["queue"]["values"]
-    assert (metrics["queue"]["unit"], queue["id"], [value for _, value in queue["data"]]) == ("jobs", "drill", [7.0])
+    assert (metrics["queue"]["unit"], queue["id"], [value for _, value in queue["data"]]) == (
+        "jobs",
+        "drill",
+        [7.0],
+    )
     assert set(payload["data"]["annotations"]) >= {"drill.pid", "drill.operations"}
     assert payload["connectors"]["app"]["status"] == "ok"
     assert "measure [" not in result.stderr  # not a terminal: no progress line
@@ -67,7 +71,9 @@ def test_an_unknown_metric_exits_2_naming_it(servo) -> None:
     servo.write_config(SYNTHETIC)
     result = servo.run("measure", "throughput", "latency_p42")
     assert result.returncode == 2
-    assert result.stderr.startswith("error: unknown metric(s) latency_p42 (the connectors describe: p99_latency,")
+    assert result.stderr.startswith(
+        "error: unknown metric(s) latency_p42 (the connectors describe: p99_latency,"
+    )
     assert result.stdout == ""
 
 
@@ -79,7 +85,12 @@ def test_a_bad_duration_is_a_usage_error(servo) -> None:
 
 
 def test_a_failing_connector_exits_1_naming_it(servo, kit) -> None:
-    fault = {"action": "failure", "message": "p99 above 250 ms", "status": "aborted", "reason": "slo-violation"}
+    fault = {
+        "action": "failure",
+        "message": "p99 above 250 ms",
+        "status": "aborted",
+        "reason": "slo-violation",
+    }
     servo.write_config(SYNTHETIC, chaos("drill", faults={"measure": fault}))
     result, payload = servo.run_json("measure", "-d", "1s")
     assert result.returncode == 1
