@@ -85,8 +85,7 @@ def pss_kib(pid: int) -> int:
 
 def bench_cancel(size: int, iterations: int, run_dir: Path) -> dict:
     with ServoRuntime(config(size, hung=True), run_dir=run_dir / f"cancel{size}") as runtime:
-        started = time.perf_counter()
-        runtime.cancel()  # warm-up; also the cost of one full respawn
+        runtime.cancel()  # warm-up
         times = []
         for _ in range(iterations):
             op = runtime.begin("measure")
@@ -95,7 +94,6 @@ def bench_cancel(size: int, iterations: int, run_dir: Path) -> dict:
             runtime.cancel()
             times.append(time.perf_counter() - began)
             assert op.result is not None and op.result.status == "cancelled", op
-        first = time.perf_counter() - started
         runtime.run("describe")  # every host has served an operation: typical resident memory
         hosts = [child.pid for child in runtime.status().children if child.pid]
         pss = [pss_kib(pid) for pid in hosts]
@@ -107,7 +105,6 @@ def bench_cancel(size: int, iterations: int, run_dir: Path) -> dict:
         "max_ms": max(times) * 1e3,
         "pss_mean_mb": statistics.mean(pss) / 1024,
         "pss_max_mb": max(pss) / 1024,
-        "first_ms": first * 1e3,
     }
 
 
@@ -179,7 +176,7 @@ def machine() -> dict:
         "thespian": importlib.metadata.version("thespian"),
         "kernel": platform.release(),
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "load": "%.2f %.2f %.2f" % os.getloadavg(),
+        "load": " ".join(f"{value:.2f}" for value in os.getloadavg()),
     }
 
 
@@ -187,7 +184,9 @@ def verdict(value: float, target: float) -> str:
     return "met" if value <= target else "MISSED"
 
 
-def report(info: dict, cancels: list[dict], trips: dict, starts: dict, orphans: list[float], quick: bool) -> str:
+def report(
+    info: dict, cancels: list[dict], trips: dict, starts: dict, orphans: list[float], quick: bool
+) -> str:
     by_size = {row["size"]: row for row in cancels}
     slope = (by_size[SIZES[-1]]["p50_ms"] - by_size[SIZES[0]]["p50_ms"]) / (SIZES[-1] - SIZES[0])
     pss = by_size[4]["pss_mean_mb"]

@@ -234,12 +234,11 @@ class ConnectorHost(Actor):
                 events.append(self._events.get_nowait())
             except queue.Empty:
                 break
+        # Coalesce: of a burst of progress calls only the latest is worth a message.
+        last_progress = max((i for i, event in enumerate(events) if event[0] == "progress"), default=-1)
         for index, event in enumerate(events):
-            kind = event[0]
-            # Coalesce: only the latest progress of a burst is worth a message.
-            if kind == "progress" and any(later[0] == "progress" for later in events[index + 1 :]):
-                continue
-            self._forward(event)
+            if event[0] != "progress" or index == last_progress:
+                self._forward(event)
 
     def _forward(self, event: tuple[Any, ...]) -> None:
         kind, name, gen = event[0], self._name, self._generation

@@ -52,6 +52,9 @@ SELF_DESTRUCT_TIMEOUT = 2.0
 """Seconds the supervisor spends killing its session once the owner is gone."""
 HELLO_GRACE = 1.0
 """Seconds a host killed before saying hello gets to say it, before unknown children are swept."""
+HELLO_TIMEOUT = 5.0
+"""Seconds a new host gets to say hello (it does so before running startup()) before it counts as
+dead; a host that died that early is known only by this (see the ChildActorExited note)."""
 
 _log = logging.getLogger(__name__)
 
@@ -75,6 +78,7 @@ class _Child:
     restarts: int = 0
     graceful: bool = False
     kill_sent: float = 0.0
+    spawned_at: float = 0.0
 
     def status(self) -> m.ChildStatus:
         return m.ChildStatus(self.spec.name, self.state, self.pid, self.generation, self.restarts)
@@ -140,7 +144,9 @@ class Supervisor(Actor):
             self._from_host(msg)
         elif isinstance(msg, ChildActorExited):
             child = self._by_address(msg.childAddress)
-            if child is not None:
+            # Thespian sends duplicates, and a stale address can compare equal to a fresh child's
+            # not yet connected one: believe the notice only for a process known to be gone.
+            if child is not None and child.pid is not None and not processes.is_running(child.pid):
                 self._process_gone(child, self._exit_code(child.pid))
             self._poll_children()
         elif isinstance(msg, WakeupMessage):
@@ -387,7 +393,7 @@ class Supervisor(Actor):
         self._next_generation += 1
         child.generation = self._next_generation
         child.pid, child.busy, child.graceful = None, None, False
-        child.state = STARTING
+        child.state, child.spawned_at = STARTING, _now()
         child.address = self.createActor(ConnectorHost)
         self.send(child.address, m.HostInit(child.spec, child.generation, os.getpid()))
         timeout = timedelta(seconds=self._settings.startup_timeout)
@@ -420,11 +426,19 @@ class Supervisor(Actor):
         return code
 
     def _poll_children(self) -> None:
-        """Notice processes that are gone without a ChildActorExited (see KILL_CHECK_MAX)."""
+        """Notice processes that are gone without a ChildActorExited (see KILL_CHECK_MAX), and hosts
+        that never said hello (they died, or hang, before their first message)."""
+        now = _now()
         for child in self._children:
             if child.pid is not None and child.state in (STARTING, READY, KILLING):
                 if not processes.is_running(child.pid):
                     self._process_gone(child, self._exit_code(child.pid))
+            elif child.state == STARTING and now - child.spawned_at > HELLO_TIMEOUT:
+                processes.kill_pids(self._unknown_children())
+                child.state, child.address = QUEUED, None
+                self._failed(
+                    child, f"its process did not answer within {HELLO_TIMEOUT:g}s", abnormal=True, gone=True
+                )
 
     def _process_gone(self, child: _Child, exit_code: int | None) -> None:
         state = child.state

@@ -21,10 +21,10 @@ import click
 from servo_actors import __version__
 from servo_actors.cli.config_cmds import config_cmd, connectors_cmd, schema_cmd, validate_cmd
 from servo_actors.cli.context import CliState
+from servo_actors.cli.demo_cmd import demo_cmd
 from servo_actors.cli.operations import adjust_cmd, check_cmd, describe_cmd, measure_cmd
 from servo_actors.cli.optimizer_cmds import optimizer
 from servo_actors.cli.run_cmd import run_cmd
-from servo_actors.cli.demo_cmd import demo_cmd
 from servo_actors.errors import ServoError
 from servo_actors.logs import LOG_FORMATS, LOG_LEVELS, configure_logging, redact
 

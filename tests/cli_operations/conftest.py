@@ -61,7 +61,7 @@ class Servo:
         self.config_path = tmp_path / "servo.yaml"
 
     def write_config(self, *connectors: dict[str, Any], **top: Any) -> Path:
-        self.config_path.write_text(yaml.safe_dump({**top, "connectors": list(connectors)}))
+        self.config_path.write_text(yaml.safe_dump({**top, "connectors": list(connectors)}, sort_keys=False))
         return self.config_path
 
     def env(self, **extra: str) -> dict[str, str]:

@@ -17,7 +17,7 @@ def chaos(name: str, **config: object) -> dict[str, object]:
 
 def test_measure_json_has_the_requested_metrics_over_the_duration(servo) -> None:
     servo.write_config(SYNTHETIC, chaos("drill", metrics={"queue": {"unit": "jobs"}}, values={"queue": 7}))
-    result, payload = servo.run_json("measure", "throughput", "p99_latency", "queue", "-d", "3s")
+    result, payload = servo.run_json("measure", "throughput", "p99_latency", "queue", "-d", "2s")
     assert result.returncode == 0, result.stderr
     assert (payload["operation"], payload["status"], payload["reason"]) == ("measure", "ok", "success")
     metrics = payload["data"]["metrics"]
@@ -25,8 +25,8 @@ def test_measure_json_has_the_requested_metrics_over_the_duration(servo) -> None
     assert metrics["throughput"]["unit"] == "rps"
     (throughput,) = metrics["throughput"]["values"]
     assert throughput["id"] == '{component="web"}'
-    # The synthetic connector reports one point per simulated second of the 3 s window.
-    assert len(throughput["data"]) == 3
+    # The synthetic connector reports one point per simulated second of the 2 s window.
+    assert len(throughput["data"]) == 2
     # One p99 series per replica (2 by default).
     assert len(metrics["p99_latency"]["values"]) == 2
     (queue,) = metrics["queue"]["values"]

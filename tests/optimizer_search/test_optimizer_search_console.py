@@ -5,20 +5,17 @@ from __future__ import annotations
 import json
 
 import pytest
+from browser import Chromium, require_chromium
 
 from servo_actors.optimizer.plan import parse_plan
 from servo_actors.optimizer.search import SearchDriver
 from servo_actors.optimizer.server import OptimizerServer
 
-from .browser import Chromium, chromium_binary
 from .conftest import HttpServo
 
 PAGE_TIMEOUT = 15.0  # generous: the page polls every second on a shared, noisy machine
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(chromium_binary() is None, reason="needs Chromium (Debian package chromium)"),
-]
+pytestmark = [pytest.mark.browser]
 
 
 def text(browser: Chromium, selector: str) -> str:
@@ -36,7 +33,7 @@ def test_the_console_shows_the_search_and_abort_cancels_every_time(plan_data, tm
         baseline = servo.next_command()
         assert baseline["cmd"] == "MEASURE"
 
-        browser = Chromium(chromium_binary(), tmp_path / "profile")
+        browser = Chromium(require_chromium(), tmp_path / "profile")
         try:
             browser.open(server.url + "/")
             browser.wait_for(

@@ -138,3 +138,16 @@ class Chromium:
             os.killpg(self.process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def require_chromium() -> str:
+    """The Chromium binary; the browser tests skip only when SERVO_TEST_BROWSER=0 says so, else a
+    missing browser fails them (scripts/test installs Debian's chromium)."""
+    binary = chromium_binary()
+    if binary is None:
+        import pytest
+
+        if os.environ.get("SERVO_TEST_BROWSER", "1") == "0":
+            pytest.skip("SERVO_TEST_BROWSER=0: browser tests are off")
+        pytest.fail("Chromium is missing: install Debian's chromium (scripts/test does)")
+    return binary
