@@ -83,6 +83,7 @@ stop_pid() {  # stop_pid PID SIGNAL TIMEOUT: signal, wait up to TIMEOUT s, then 
   STOP_RC=$?
 }
 
+# shellcheck disable=SC2317  # run by the EXIT trap
 cleanup() {
   local status=$?
   trap - EXIT INT TERM

@@ -46,8 +46,10 @@ KILL_CHECK_FIRST = 0.005
 KILL_CHECK_MAX = 0.1
 """After a SIGKILL the PID is checked at KILL_CHECK_FIRST seconds, doubling up to KILL_CHECK_MAX:
 ChildActorExited alone is not enough, Thespian misses some when several children die at once."""
-OWNER_CHECK_INTERVAL = 0.25
-"""Seconds between checks that the owning servo process is alive (and every child process too)."""
+TICK_INTERVAL = 0.25
+"""Seconds between the supervisor's periodic checks: the owning servo process is alive, every child
+process too, startups and the operation are within their time. One timer for all of them, rather
+than a wakeup per spawn or operation, which Thespian cannot cancel and would pile up."""
 SELF_DESTRUCT_TIMEOUT = 2.0
 """Seconds the supervisor spends killing its session once the owner is gone."""
 HELLO_GRACE = 1.0
@@ -89,6 +91,7 @@ class _Operation:
     begin: m.Begin
     owner: Any
     parts: dict[str, ConnectorOutcome | None]
+    deadline: float
     dispatched: set[str] = field(default_factory=set)
     claimed: set[str] = field(default_factory=set)
 
@@ -213,7 +216,7 @@ class Supervisor(Actor):
         self._owner_sid = owner.sid if owner else None
         self._install(msg.settings, msg.children)
         self._ready_waiters.append((msg.request_id, sender))
-        self.wakeupAfter(timedelta(seconds=OWNER_CHECK_INTERVAL), ("owner",))
+        self.wakeupAfter(timedelta(seconds=TICK_INTERVAL), ("tick",))
 
     def _install(self, settings: m.SupervisorSettings, specs: tuple[m.ChildSpec, ...]) -> None:
         self._settings = settings
@@ -250,10 +253,9 @@ class Supervisor(Actor):
             for c in self._children
             if c.state != DOWN and not (c.state == KILLING and c.then == DOWN)
         ]
-        self._op = _Operation(msg, sender, dict.fromkeys(names))
         expected = msg.control.expected_seconds if msg.operation in ("measure", "adjust") else 0.0
-        deadline = expected + self._settings.operation_grace
-        self.wakeupAfter(timedelta(seconds=deadline), ("deadline", msg.request_id))
+        deadline = _now() + expected + self._settings.operation_grace
+        self._op = _Operation(msg, sender, dict.fromkeys(names), deadline)
         for child in self._children:
             if child.state == READY:
                 self._dispatch(child)
@@ -396,8 +398,6 @@ class Supervisor(Actor):
         child.state, child.spawned_at = STARTING, _now()
         child.address = self.createActor(ConnectorHost)
         self.send(child.address, m.HostInit(child.spec, child.generation, os.getpid()))
-        timeout = timedelta(seconds=self._settings.startup_timeout)
-        self.wakeupAfter(timeout, ("startup", child.spec.name, child.generation))
 
     def _kill(self, child: _Child, *, then: str) -> None:
         """SIGKILL the child's process group; ``then`` (queued/down) applies once the process is gone."""
@@ -591,27 +591,33 @@ class Supervisor(Actor):
         kind = payload[0]
         if kind == "pump":
             self._pump_at = None
-        elif kind == "owner":
-            self._check_owner()
-        elif kind == "deadline":
-            self._deadline(payload[1])
-        elif kind in ("reap", "startup", "shutdown"):
+        elif kind == "tick":
+            self._tick()
+        elif kind in ("reap", "shutdown"):
             child = self._by_name(payload[1])
             if child is None or child.generation != payload[2]:
                 return
             if kind == "reap":
                 self._reap_check(child, payload[3])
-            elif kind == "startup" and child.state == STARTING:
-                self._failed(
-                    child, f"startup took longer than {self._settings.startup_timeout:g}s", abnormal=True
-                )
-            elif kind == "shutdown" and child.graceful and child.state == READY:
+            elif child.graceful and child.state == READY:
                 self._kill(child, then=DOWN)
 
-    def _deadline(self, request_id: str) -> None:
+    def _tick(self) -> None:
+        if self._owner_pid is not None and not processes.is_running(self._owner_pid, self._owner_started):
+            self._self_destruct()
+        now = _now()
+        self._poll_children()
+        for child in self._children:
+            if child.state == STARTING and now - child.spawned_at > self._settings.startup_timeout:
+                why = f"startup took longer than {self._settings.startup_timeout:g}s"
+                self._failed(child, why, abnormal=True)
+        if self._op is not None and now >= self._op.deadline:
+            self._deadline()
+        self.wakeupAfter(timedelta(seconds=TICK_INTERVAL), ("tick",))
+
+    def _deadline(self) -> None:
         op = self._op
-        if op is None or op.begin.request_id != request_id:
-            return
+        assert op is not None
         now = _now()
         for name in op.pending():
             child = self._by_name(name)
@@ -623,13 +629,6 @@ class Supervisor(Actor):
                 message = f"connector {name!r} was not running (restarting) before the {op.begin.operation} deadline"
             op.parts[name] = ConnectorOutcome(name, "failed", "timeout", message)
         self._finish_operation()
-
-    def _check_owner(self) -> None:
-        if self._owner_pid is None or processes.is_running(self._owner_pid, self._owner_started):
-            self._poll_children()
-            self.wakeupAfter(timedelta(seconds=OWNER_CHECK_INTERVAL), ("owner",))
-            return
-        self._self_destruct()
 
     def _self_destruct(self) -> None:
         """The servo that owns this system is gone: kill every process of the session, then ourselves."""

@@ -301,6 +301,11 @@ class OptimizerServer:
         except ProtocolError as exc:
             log.error("driver %s gave a bad command: %s", type(self.driver).__name__, exc)
             return error_reply(500, f"the optimizer's driver gave a bad command: {exc}")
+        # servox reads param (and SLEEP's param.data) without checking for null: always send them.
+        if not isinstance(command.get("param"), dict):
+            command["param"] = {}
+        if command["cmd"] == CommandName.SLEEP and not isinstance(command["param"].get("data"), dict):
+            command["param"] = {**command["param"], "data": {}}
         if command["cmd"] != CommandName.SLEEP:
             self._uids += 1
             command["cmd_uid"] = f"c{self._uids}"
@@ -340,6 +345,9 @@ class OptimizerServer:
     def _result(
         self, current: dict[str, Any], event: str, param: dict[str, Any], cancel: dict[str, Any] | None
     ) -> Reply:
+        if param.get("reason") is None:
+            # servox posts a cancelled result with reason null: take the status as the reason word.
+            param = {**param, "reason": "success" if param.get("status") == "ok" else param.get("status")}
         try:
             parse_param(event, param)
         except ProtocolError as exc:

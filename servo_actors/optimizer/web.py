@@ -243,8 +243,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _read_json(self) -> tuple[Any, Reply | None]:
         length_header = self.headers.get("Content-Length")
         if length_header is None:
-            self.close_connection = True
-            return None, error_reply(400, "Content-Length is required")
+            if self.headers.get("Transfer-Encoding"):
+                self.close_connection = True
+                return None, error_reply(411, "send the body with a Content-Length, not chunked")
+            return None, None  # HTTP/1.1: no length and no transfer coding means no body
         try:
             length = int(length_header)
         except ValueError:

@@ -177,7 +177,7 @@ def test_admin_state_holds_every_request_and_reply_with_timestamps(post, event, 
         (None, 400),
     ]
     assert history[0]["param"] == {"agent": "t", "telemetry": {"a": 1}}
-    assert history[1]["reply"] == {"cmd": "DESCRIBE", "cmd_uid": "c1"}
+    assert history[1]["reply"] == {"cmd": "DESCRIBE", "cmd_uid": "c1", "param": {}}
     assert all(before <= e["at"] <= e["replied_at"] <= time.time() for e in history)
     assert state["driver"]["kind"] == "script"
 
@@ -272,3 +272,37 @@ def test_keep_alive_connection_serves_many_requests(post, event, start_server) -
         assert connection.sock is not None  # the same socket throughout
     finally:
         connection.close()
+
+
+def test_commands_always_carry_a_param_object_and_sleep_its_data() -> None:
+    """servox 25.3.0 dies on a DESCRIBE without param or a SLEEP without param.data (docs/interop.md)."""
+    import requests
+
+    from servo_actors.optimizer.scripted import ScriptedDriver
+    from servo_actors.optimizer.server import OptimizerServer
+
+    plan = {
+        "app": "example.com/web",
+        "script": [{"cmd": "DESCRIBE"}, {"cmd": "SLEEP", "param": {"duration": 1}}],
+    }
+    with OptimizerServer(ScriptedDriver.from_plan(plan), app="example.com/web") as server:
+
+        def post(event: str, param: object = None) -> dict:
+            body = {"event": event, "param": param, "servo_uid": None}
+            return requests.post(server.servo_url, json=body, timeout=5).json()
+
+        describe = post("WHATS_NEXT")
+        assert describe["param"] == {}
+        # A result with reason null (servox's cancelled result) is accepted, the status standing in.
+        answer = post(
+            "DESCRIPTION",
+            {"status": "cancelled", "reason": None, "message": "x", "cmd_uid": describe["cmd_uid"]},
+        )
+        assert answer == {"status": "ok"}
+        sleep = post("WHATS_NEXT")
+        assert sleep["cmd"] == "SLEEP" and sleep["param"]["data"] == {}
+        # POST /admin/cancel with no body at all (plain `curl -X POST`) is an empty request, not an error.
+        reply = requests.post(
+            server.url + "/admin/cancel", data=None, headers={"Content-Length": None}, timeout=5
+        )
+        assert reply.status_code == 200, reply.text
