@@ -302,7 +302,12 @@ def test_commands_always_carry_a_param_object_and_sleep_its_data() -> None:
         sleep = post("WHATS_NEXT")
         assert sleep["cmd"] == "SLEEP" and sleep["param"]["data"] == {}
         # POST /admin/cancel with no body at all (plain `curl -X POST`) is an empty request, not an error.
-        reply = requests.post(
-            server.url + "/admin/cancel", data=None, headers={"Content-Length": None}, timeout=5
-        )
-        assert reply.status_code == 200, reply.text
+        import http.client
+
+        host, port = server.url.removeprefix("http://").split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=5)
+        connection.putrequest("POST", "/admin/cancel")  # no Content-Length header at all
+        connection.endheaders()
+        reply = connection.getresponse()
+        assert reply.status == 200, reply.read()
+        connection.close()
