@@ -83,9 +83,23 @@ def pss_kib(pid: int) -> int:
     return 0
 
 
+def cpu_ms(pid: int) -> float:
+    """CPU time ``pid`` has used so far (ms), from /proc/PID/schedstat (nanoseconds on CPU)."""
+    with open(f"/proc/{pid}/schedstat") as handle:
+        return int(handle.read().split()[0]) / 1e6
+
+
+def host_pss(runtime: ServoRuntime) -> list[int]:
+    runtime.run("describe")  # every host has served an operation: typical resident memory
+    return [pss_kib(child.pid) for child in runtime.status().children if child.pid]
+
+
 def bench_cancel(size: int, iterations: int, run_dir: Path) -> dict:
     with ServoRuntime(config(size, hung=True), run_dir=run_dir / f"cancel{size}") as runtime:
+        fresh_pss = host_pss(runtime)
         runtime.cancel()  # warm-up
+        supervisor = runtime.status().supervisor_pid
+        supervisor_cpu = cpu_ms(supervisor)
         times = []
         for _ in range(iterations):
             op = runtime.begin("measure")
@@ -94,9 +108,10 @@ def bench_cancel(size: int, iterations: int, run_dir: Path) -> dict:
             runtime.cancel()
             times.append(time.perf_counter() - began)
             assert op.result is not None and op.result.status == "cancelled", op
-        runtime.run("describe")  # every host has served an operation: typical resident memory
-        hosts = [child.pid for child in runtime.status().children if child.pid]
-        pss = [pss_kib(pid) for pid in hosts]
+        supervisor_cpu = cpu_ms(supervisor) - supervisor_cpu
+        # The hosts have done nothing but start since the last cancel: their CPU is a respawn's.
+        host_cpu = [cpu_ms(child.pid) for child in runtime.status().children if child.pid]
+        pss = host_pss(runtime)
     return {
         "size": size,
         "iterations": iterations,
@@ -105,6 +120,9 @@ def bench_cancel(size: int, iterations: int, run_dir: Path) -> dict:
         "max_ms": max(times) * 1e3,
         "pss_mean_mb": statistics.mean(pss) / 1024,
         "pss_max_mb": max(pss) / 1024,
+        "pss_fresh_mb": statistics.mean(fresh_pss) / 1024,
+        "host_cpu_ms": statistics.mean(host_cpu),
+        "supervisor_cpu_ms": supervisor_cpu / iterations / size,
     }
 
 
@@ -199,19 +217,25 @@ def report(
         "Cancel: SIGKILL every connector's process group, respawn all, return when every fresh "
         "connector has run startup() and answered; one connector is hung in a blocking socket read.",
         "",
-        "| connectors | cancels | p50 ms | p99 ms | max ms | PSS/connector MB (mean, max) |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| connectors | cancels | p50 ms | p99 ms | max ms | PSS/connector MB fresh; after the cancels "
+        "(mean, max) | CPU per respawned connector: host + supervisor ms |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in cancels:
         lines.append(
             f"| {row['size']} | {row['iterations']} | {row['p50_ms']:.1f} | {row['p99_ms']:.1f} | "
-            f"{row['max_ms']:.1f} | {row['pss_mean_mb']:.1f}, {row['pss_max_mb']:.1f} |"
+            f"{row['max_ms']:.1f} | {row['pss_fresh_mb']:.1f}; {row['pss_mean_mb']:.1f}, {row['pss_max_mb']:.1f} | "
+            f"{row['host_cpu_ms']:.1f} + {row['supervisor_cpu_ms']:.1f} |"
         )
+    per_connector = by_size[SIZES[-1]]["host_cpu_ms"] + by_size[SIZES[-1]]["supervisor_cpu_ms"]
+    cores = info["cores"] or 1
     lines += [
         "",
         f"- Supervisor round trip of a no-op operation (check): 1 connector p50 {trips[1]['p50_ms']:.2f} ms "
         f"(p99 {trips[1]['p99_ms']:.2f}); 4 connectors p50 {trips[4]['p50_ms']:.2f} ms (p99 {trips[4]['p99_ms']:.2f}).",
-        f"- Respawn cost per connector (cancel p50 slope, {SIZES[0]} to {SIZES[-1]} connectors): {slope:.1f} ms.",
+        f"- Respawn cost per connector (cancel p50 slope, {SIZES[0]} to {SIZES[-1]} connectors): {slope:.1f} ms; "
+        f"CPU floor of a {SIZES[-1]}-connector cancel on {cores} cores: {SIZES[-1]} x {per_connector:.1f} ms / "
+        f"{cores} = {SIZES[-1] * per_connector / cores:.0f} ms.",
         f"- Start (actor system, supervisor, connectors in order): 1 connector {starts[1]:.0f} ms, "
         f"16 connectors {starts[16]:.0f} ms.",
         f"- SIGKILL of the servo's main process -> last actor process gone ({len(orphans)} trials): "

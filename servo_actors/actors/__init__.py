@@ -4,6 +4,6 @@ runner and the CLI need; the rest is the machinery behind it.
 """
 
 from servo_actors.actors.results import ConnectorOutcome, OperationResult
-from servo_actors.actors.runtime import Operation, ServoRuntime
+from servo_actors.actors.runtime import CancelRequest, Operation, ServoRuntime
 
-__all__ = ["ConnectorOutcome", "Operation", "OperationResult", "ServoRuntime"]
+__all__ = ["CancelRequest", "ConnectorOutcome", "Operation", "OperationResult", "ServoRuntime"]

@@ -35,8 +35,10 @@ from servo_actors.actors import processes
 from servo_actors.actors.results import ConnectorOutcome
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control
 
-PARENT_CHECK_INTERVAL = timedelta(seconds=1)
-"""How often a host checks that its supervisor is still its parent (fallback to PDEATHSIG)."""
+PARENT_CHECK_INTERVAL = timedelta(seconds=2)
+"""How often a host checks that its supervisor is still its parent. Only a fallback: the kernel
+kills the host when the supervisor dies (PR_SET_PDEATHSIG, armed before the parent is checked
+once more at HostInit), so this wakes rarely; every wakeup of every host costs CPU while idle."""
 FATAL_SIGNALS = (
     signal.SIGSEGV,
     signal.SIGBUS,
@@ -197,7 +199,6 @@ class ConnectorHost(Actor):
             # The supervisor died between fork and prctl: nobody will ever kill this process.
             os.killpg(0, signal.SIGKILL)
         self._spec, self._generation, self._supervisor = msg.spec, msg.generation, sender
-        self.send(sender, m.HostHello(msg.spec.name, msg.generation, os.getpid()))
         self.wakeupAfter(PARENT_CHECK_INTERVAL)
         self._start_worker("startup", self._startup_work)
 

@@ -87,9 +87,14 @@ class Begin:
 
 @dataclass(frozen=True)
 class Cancel:
-    """Kill every connector at once and start them all fresh; answered by ``Cancelled``."""
+    """Kill every connector at once and start them all fresh; answered by ``Cancelled``.
+
+    ``operation_id`` names the operation being cancelled: should its ``Begin`` arrive after this
+    (Thespian does not promise order), it is answered ``cancelled`` at once.
+    """
 
     request_id: str
+    operation_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +163,8 @@ class Status:
     supervisor_pid: int
     session_id: int
     failure: str | None
+    tracked_addresses: int = 0
+    """Child addresses Thespian still tracks in the supervisor (stays near the number of children)."""
 
 
 @dataclass(frozen=True)
@@ -176,15 +183,6 @@ class HostInit:
     spec: ChildSpec
     generation: int
     supervisor_pid: int
-
-
-@dataclass(frozen=True)
-class HostHello:
-    """Sent as soon as the host has its process group: from now on it can be killed by PID."""
-
-    name: str
-    generation: int
-    pid: int
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ import tempfile
 import time
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ from pydantic import ValidationError
 
 from servo_actors.actors import messages as m
 from servo_actors.actors import processes
-from servo_actors.actors.results import OPERATIONS, OperationResult
+from servo_actors.actors.results import OPERATIONS, OperationResult, aggregate
 from servo_actors.actors.system import ActorSystemHandle
 from servo_actors.config.connector_types import resolve_connector_type
 from servo_actors.config.models import ServoConfig
@@ -47,6 +48,8 @@ START_MARGIN = 5.0
 """Seconds added to the connectors' startup budget before ``start``/``restart`` give up."""
 CANCEL_MARGIN = 2.0
 """Seconds added to ``startup_timeout`` before ``cancel`` gives up waiting for fresh connectors."""
+CANCELLED_RESULT_WAIT = 1.0
+"""Seconds ``cancel`` waits for the cancelled operation's result once the connectors are back."""
 STOP_MARGIN = 0.5
 """Seconds added to the longest shutdown timeout before ``stop`` stops waiting and kills."""
 RESULT_MARGIN = 5.0
@@ -54,13 +57,26 @@ RESULT_MARGIN = 5.0
 POLL_INTERVAL = 0.25
 """Seconds ``run`` waits per round (progress callbacks fire between rounds)."""
 STATUS_TIMEOUT = 5.0
-DRAIN_SLICE = 0.001
+LIVENESS_INTERVAL = 0.25
+"""Longest listen before checking that the supervisor process is still alive."""
+DRAIN_SLICE = 0.0002
 """Seconds per listen when draining without waiting (Thespian's listen(0) never reads anything)."""
+FAILURE_POLL_INTERVAL = 0.1
+"""``failure`` drains arrived messages at most this often (a drain costs a fraction of a ms)."""
 DRAIN_LIMIT = 100
 """Most messages one drain handles, so a chatty connector cannot keep ``failure`` from returning."""
 
 _log = logging.getLogger(__name__)
 _ids = itertools.count(1)
+
+
+@dataclass
+class CancelRequest:
+    """A cancel in flight (see ``ServoRuntime.begin_cancel``); ``done`` once all connectors answer."""
+
+    request_id: str
+    operation: Operation | None
+    done: bool = False
 
 
 class Operation:
@@ -145,6 +161,8 @@ class ServoRuntime:
         self._op: Operation | None = None
         self._failure: SupervisorError | None = None
         self._children: tuple[m.ChildStatus, ...] = ()
+        self._supervisor_pid: int | None = None
+        self._polled_at = 0.0
         self._exit_hook: Callable[[], None] | None = None
 
     # ----- lifecycle ---------------------------------------------------------------------------
@@ -177,6 +195,7 @@ class ServoRuntime:
         """
         if self._system is not None:
             return
+        self._failure, self._op, self._supervisor_pid = None, None, None
         if self._run_dir is None:
             self._run_dir = Path(tempfile.mkdtemp(prefix=f"servo-actors-{os.getpid()}-"))
         self._system = ActorSystemHandle(self._run_dir)
@@ -195,7 +214,7 @@ class ServoRuntime:
                 os.getpid(),
                 processes.start_ticks(os.getpid()),
             )
-            self._system.tell(self._supervisor, request)
+            self._tell(request)
             self._await_ready(request.request_id, "start")
         except BaseException:
             self.stop()
@@ -230,9 +249,11 @@ class ServoRuntime:
         try:
             if system.running and self._supervisor is not None:
                 request = m.Stop(self._new_id("stop"))
-                system.tell(self._supervisor, request)
+                self._tell(request)
                 longest = max((s.shutdown_timeout for s in self._specs), default=0.0)
                 self._await(request.request_id, longest + STOP_MARGIN)
+        except SupervisorError as exc:
+            _log.debug("no orderly stop (%s); killing the actor system", exc)
         except Exception as exc:  # the kill below is what guarantees the outcome
             _log.warning("orderly stop of the connectors failed (%s); killing them", exc)
         finally:
@@ -251,7 +272,7 @@ class ServoRuntime:
         specs, settings = child_specs(config), supervisor_settings(config)
         self._config, self._specs, self._settings, self._failure = config, specs, settings, None
         request = m.Reconfigure(self._new_id("reconfigure"), settings, specs)
-        self._system.tell(self._supervisor, request)  # type: ignore[union-attr]
+        self._tell(request)
         self._await_ready(request.request_id, "restart")
 
     # ----- operations --------------------------------------------------------------------------
@@ -279,7 +300,7 @@ class ServoRuntime:
         expected = control.expected_seconds if operation in ("measure", "adjust") else 0.0
         deadline = time.monotonic() + expected + self._settings.operation_grace + RESULT_MARGIN
         self._op = Operation(request.request_id, operation, deadline)
-        self._system.tell(self._supervisor, request)  # type: ignore[union-attr]
+        self._tell(request)
         return self._op
 
     def wait(self, op: Operation, timeout: float) -> OperationResult | None:
@@ -293,7 +314,7 @@ class ServoRuntime:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
-                self._receive(self._system.listen(remaining))
+                self._receive(self._listen(remaining))
         return op.result
 
     def run(
@@ -315,23 +336,53 @@ class ServoRuntime:
         """Kill every connector at once and start them all fresh; return when all answer again.
 
         The operation in flight, if any, resolves to status ``cancelled``. Raises SupervisorError
-        if the connectors are not back within ``startup_timeout`` plus a margin.
+        if the connectors are not back within ``startup_timeout`` plus a margin. Equivalent to
+        ``wait_cancel(begin_cancel(), budget)``, raising when the budget runs out.
+        """
+        request = self.begin_cancel()
+        budget = self._settings.startup_timeout + CANCEL_MARGIN
+        if not self.wait_cancel(request, budget):
+            raise SupervisorError(f"connectors did not answer within {budget:g}s of a cancel")
+
+    def begin_cancel(self) -> CancelRequest:
+        """Send the cancel and return at once: the kills go out now, the fresh connectors follow.
+
+        The operation in flight resolves to ``cancelled`` within moments (its result arrives with
+        the next ``wait``/``wait_cancel``), so a caller may report the cancellation before the
+        connectors are back; ``wait_cancel`` then waits for them.
         """
         self._require_running(allow_failed=True)
-        request = m.Cancel(self._new_id("cancel"))
-        self._system.tell(self._supervisor, request)  # type: ignore[union-attr]
-        budget = self._settings.startup_timeout + CANCEL_MARGIN
-        reply = self._await(request.request_id, budget)
-        if reply is None:
-            raise SupervisorError(f"connectors did not answer within {budget:g}s of a cancel")
-        self._children = reply.children
+        op = self._op if self._op is not None and self._op.result is None else None
+        request = CancelRequest(self._new_id("cancel"), op)
+        self._tell(m.Cancel(request.request_id, op.request_id if op is not None else None))
+        return request
+
+    def wait_cancel(self, request: CancelRequest, timeout: float) -> bool:
+        """True once every connector answers again after ``request``; False after ``timeout`` seconds."""
+        if not request.done:
+            reply = self._await(request.request_id, timeout)
+            if reply is None:
+                return False
+            request.done = True
+            self._children = reply.children
+        op = request.operation
+        if op is not None and op.result is None:
+            # The supervisor sent the op's cancelled result first, but Thespian does not keep the
+            # order of messages between two actors: it may still be on its way.
+            self.wait(op, CANCELLED_RESULT_WAIT)
+            if op.result is None:
+                problem = ("cancelled", "cancelled", f"{op.operation} was cancelled")
+                op.result = aggregate(op.operation, [], extra_problem=problem)
+        return True
 
     # ----- state -------------------------------------------------------------------------------
 
     @property
     def failure(self) -> SupervisorError | None:
         """Set once the supervisor gave up (restart intensity exceeded): the servo must stop, exit 1."""
-        if self._failure is None and self.started:
+        now = time.monotonic()
+        if self._failure is None and self.started and now - self._polled_at >= FAILURE_POLL_INTERVAL:
+            self._polled_at = now
             self.poll()
         return self._failure
 
@@ -354,7 +405,7 @@ class ServoRuntime:
         """Every connector's state, PID and generation, straight from the supervisor."""
         self._require_running(allow_failed=True)
         request = m.GetStatus(self._new_id("status"))
-        self._system.tell(self._supervisor, request)  # type: ignore[union-attr]
+        self._tell(request)
         reply = self._await(request.request_id, timeout)
         if reply is None:
             raise SupervisorError(f"the supervisor did not answer a status request within {timeout:g}s")
@@ -365,6 +416,18 @@ class ServoRuntime:
         return self._system.members() if self._system else []
 
     # ----- messages ----------------------------------------------------------------------------
+
+    def _tell(self, message: Any) -> None:
+        """Send to the supervisor (it never blocks, so this returns at once unless it is gone)."""
+        if self._supervisor_pid is not None and not processes.is_running(self._supervisor_pid):
+            self._supervisor_died()  # Thespian would retry a dead address for its transmit timeout
+        if self._failure is not None and self._supervisor_pid is None:
+            raise self._failure
+        try:
+            self._system.tell(self._supervisor, message)  # type: ignore[union-attr]
+        except Exception as exc:  # Thespian's failures are not ServoErrors: name what is wrong
+            self._failure = SupervisorError(f"the supervisor cannot be reached ({type(exc).__name__}: {exc})")
+            raise self._failure from None
 
     @staticmethod
     def _new_id(kind: str) -> str:
@@ -385,16 +448,39 @@ class ServoRuntime:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            message = self._system.listen(remaining)
+            message = self._listen(remaining)
             self._receive(message)
+            if self._failure is not None and self._supervisor_pid is None:
+                return None  # the supervisor is gone: nobody will answer
             if getattr(message, "request_id", None) == request_id and not isinstance(
                 message, (m.Progress, m.Done)
             ):
                 return message
         return None
 
+    def _listen(self, timeout: float) -> Any:
+        """The next message within ``timeout``; on silence, make sure the supervisor still lives."""
+        assert self._system is not None
+        message = self._system.listen(min(timeout, LIVENESS_INTERVAL))
+        if (
+            message is None
+            and self._supervisor_pid is not None
+            and not processes.is_running(self._supervisor_pid)
+        ):
+            self._supervisor_died()
+        return message
+
+    def _supervisor_died(self) -> None:
+        text = f"the supervisor (pid {self._supervisor_pid}) died; its connectors died with it"
+        self._failure, self._supervisor_pid = SupervisorError(text), None
+        op = self._op
+        if op is not None and op.result is None:
+            op.result = aggregate(op.operation, [], extra_problem=("failed", "supervisor-failed", text))
+
     def _receive(self, message: Any) -> None:
         op = self._op
+        if isinstance(message, (m.Ready, m.Status)):
+            self._supervisor_pid = message.supervisor_pid
         if isinstance(message, m.Progress):
             if op is not None and op.result is None and message.request_id == op.request_id:
                 if message.percent >= op.progress:

@@ -25,6 +25,7 @@ import os
 import random
 import signal
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -42,21 +43,21 @@ from servo_actors.actors.restart_policy import (
 )
 from servo_actors.actors.results import ConnectorOutcome, aggregate
 
-KILL_CHECK_FIRST = 0.005
+KILL_CHECK_FIRST = 0.002
 KILL_CHECK_MAX = 0.1
 """After a SIGKILL the PID is checked at KILL_CHECK_FIRST seconds, doubling up to KILL_CHECK_MAX:
 ChildActorExited alone is not enough, Thespian misses some when several children die at once."""
-TICK_INTERVAL = 0.25
-"""Seconds between the supervisor's periodic checks: the owning servo process is alive, every child
-process too, startups and the operation are within their time. One timer for all of them, rather
-than a wakeup per spawn or operation, which Thespian cannot cancel and would pile up."""
+TICK_BUSY = 0.25
+TICK_IDLE = 1.0
+"""Seconds between the supervisor's periodic checks (the owning servo process is alive, every child
+process too, startups and the operation are within their time): TICK_BUSY while an operation,
+start, cancel or stop is in flight, TICK_IDLE otherwise (an idle servo should not burn CPU). One
+timer chain for all of them, rather than a wakeup per spawn or operation, which Thespian cannot
+cancel and would pile up."""
 SELF_DESTRUCT_TIMEOUT = 2.0
 """Seconds the supervisor spends killing its session once the owner is gone."""
-HELLO_GRACE = 1.0
-"""Seconds a host killed before saying hello gets to say it, before unknown children are swept."""
-HELLO_TIMEOUT = 5.0
-"""Seconds a new host gets to say hello (it does so before running startup()) before it counts as
-dead; a host that died that early is known only by this (see the ChildActorExited note)."""
+CANCELLED_IDS_KEPT = 16
+"""Ids of cancelled operations remembered in case their Begin arrives after the Cancel."""
 
 _log = logging.getLogger(__name__)
 
@@ -79,7 +80,6 @@ class _Child:
     busy: str | None = None
     restarts: int = 0
     graceful: bool = False
-    kill_sent: float = 0.0
     spawned_at: float = 0.0
 
     def status(self) -> m.ChildStatus:
@@ -132,6 +132,10 @@ class Supervisor(Actor):
         self._failure: str | None = None
         self._next_generation = 0
         self._pump_at: float | None = None
+        self._forget: list[tuple[float, Any]] = []
+        self._cancelled_ids: deque[str] = deque(maxlen=CANCELLED_IDS_KEPT)
+        self._tick_token = 0
+        self._tick_at = float("inf")
 
     # ----- dispatch ----------------------------------------------------------------------------
 
@@ -143,7 +147,7 @@ class Supervisor(Actor):
             _log.exception("supervisor failed on %r", msg)
 
     def _receive(self, msg: Any, sender: Any) -> None:
-        if isinstance(msg, (m.HostProgress, m.HostReply, m.HostHello, m.HostReady)):
+        if isinstance(msg, (m.HostProgress, m.HostReply, m.HostReady)):
             self._from_host(msg)
         elif isinstance(msg, ChildActorExited):
             child = self._by_address(msg.childAddress)
@@ -175,6 +179,21 @@ class Supervisor(Actor):
     def _after_event(self) -> None:
         self._pump()
         self._check_settled()
+        if self._busy() and self._tick_at - _now() > TICK_BUSY:
+            self._schedule_tick(TICK_BUSY)
+
+    def _busy(self) -> bool:
+        return (
+            self._op is not None
+            or self._stopping is not None
+            or any(child.state in UNSETTLED for child in self._children)
+        )
+
+    def _schedule_tick(self, delay: float) -> None:
+        # A new token retires the pending tick: one chain of ticks at a time.
+        self._tick_token += 1
+        self._tick_at = _now() + delay
+        self.wakeupAfter(timedelta(seconds=delay), ("tick", self._tick_token))
 
     # ----- lookups -----------------------------------------------------------------------------
 
@@ -204,6 +223,7 @@ class Supervisor(Actor):
             os.getpid(),
             os.getsid(0),
             self._failure,
+            system.tracked_child_addresses(self),
         )
 
     # ----- requests from the runtime -----------------------------------------------------------
@@ -216,7 +236,9 @@ class Supervisor(Actor):
         self._owner_sid = owner.sid if owner else None
         self._install(msg.settings, msg.children)
         self._ready_waiters.append((msg.request_id, sender))
-        self.wakeupAfter(timedelta(seconds=TICK_INTERVAL), ("tick",))
+        self._schedule_tick(TICK_BUSY)
+        # Tells the runtime our PID at once, so it can notice our death while children start.
+        self.send(sender, self._status(f"{msg.request_id}:started"))
 
     def _install(self, settings: m.SupervisorSettings, specs: tuple[m.ChildSpec, ...]) -> None:
         self._settings = settings
@@ -238,7 +260,9 @@ class Supervisor(Actor):
 
     def _begin(self, msg: m.Begin, sender: Any) -> None:
         problem = None
-        if self._failure is not None:
+        if msg.request_id in self._cancelled_ids:
+            problem = ("cancelled", "cancelled", f"{msg.operation} was cancelled")
+        elif self._failure is not None:
             problem = ("failed", "supervisor-failed", self._failure)
         elif self._stopping is not None:
             problem = ("rejected", "stopping", "the servo is stopping")
@@ -281,6 +305,10 @@ class Supervisor(Actor):
 
     def _cancel(self, msg: m.Cancel, sender: Any) -> None:
         self._cancel_waiters.append((msg.request_id, sender))
+        if msg.operation_id is not None and (
+            self._op is None or self._op.begin.request_id != msg.operation_id
+        ):
+            self._cancelled_ids.append(msg.operation_id)  # its Begin is still on the way
         if self._stopping is not None or self._failure is not None:
             return  # answered once settled (stopping) or straight away (failed: nothing to restart)
         self._abandon_operation("cancelled", "cancelled", "was cancelled")
@@ -329,11 +357,11 @@ class Supervisor(Actor):
         child = self._current(msg.name, msg.generation)
         if child is None:
             return  # a replaced generation: its answers no longer count
-        if isinstance(msg, m.HostHello):
-            child.pid = msg.pid
-            if child.state == KILLING:
-                processes.kill_process_group(msg.pid)
-        elif isinstance(msg, m.HostReady):
+        if isinstance(msg, m.HostReady):
+            if child.pid is None:  # only if Thespian did not tell us at spawn (see system.child_pid)
+                child.pid = msg.pid
+                if child.state == KILLING:
+                    self._signal_kill(child.pid)
             if child.state == STARTING:
                 child.state = READY
                 self._dispatch(child)
@@ -397,6 +425,7 @@ class Supervisor(Actor):
         child.pid, child.busy, child.graceful = None, None, False
         child.state, child.spawned_at = STARTING, _now()
         child.address = self.createActor(ConnectorHost)
+        child.pid = system.child_pid(self, child.address)
         self.send(child.address, m.HostInit(child.spec, child.generation, os.getpid()))
 
     def _kill(self, child: _Child, *, then: str) -> None:
@@ -408,11 +437,16 @@ class Supervisor(Actor):
         if child.state == KILLING:
             return
         child.state = KILLING
-        child.kill_sent = _now()
         if child.pid is not None:
-            processes.kill_process_group(child.pid)
-        # else: killed when its HostHello arrives (it has not said who it is yet).
+            self._signal_kill(child.pid)
         self._schedule_reap(child, 0)
+
+    @staticmethod
+    def _signal_kill(pid: int) -> None:
+        # The group takes the connector's subprocesses along; the PID itself covers a host so new
+        # it has not made its own group yet.
+        processes.kill_process_group(pid)
+        processes.kill_pids([pid])
 
     def _schedule_reap(self, child: _Child, attempt: int) -> None:
         delay = min(KILL_CHECK_MAX, KILL_CHECK_FIRST * 2**attempt)
@@ -426,22 +460,16 @@ class Supervisor(Actor):
         return code
 
     def _poll_children(self) -> None:
-        """Notice processes that are gone without a ChildActorExited (see KILL_CHECK_MAX), and hosts
-        that never said hello (they died, or hang, before their first message)."""
-        now = _now()
+        """Notice processes that are gone without a ChildActorExited (see KILL_CHECK_MAX)."""
         for child in self._children:
             if child.pid is not None and child.state in (STARTING, READY, KILLING):
                 if not processes.is_running(child.pid):
                     self._process_gone(child, self._exit_code(child.pid))
-            elif child.state == STARTING and now - child.spawned_at > HELLO_TIMEOUT:
-                processes.kill_pids(self._unknown_children())
-                child.state, child.address = QUEUED, None
-                self._failed(
-                    child, f"its process did not answer within {HELLO_TIMEOUT:g}s", abnormal=True, gone=True
-                )
 
     def _process_gone(self, child: _Child, exit_code: int | None) -> None:
         state = child.state
+        if child.address is not None:
+            self._forget.append((_now(), child.address))
         child.address, child.pid = None, None
         if state == KILLING:
             child.state = child.then
@@ -458,11 +486,9 @@ class Supervisor(Actor):
         if child.state != KILLING:
             return
         if child.pid is not None and processes.is_running(child.pid):
-            processes.kill_process_group(child.pid)
-        elif child.pid is None and _now() - child.kill_sent < HELLO_GRACE:
-            pass  # its HostHello (and with it the kill) or its ChildActorExited is on the way
+            self._signal_kill(child.pid)
         elif child.pid is None and self._unknown_children():
-            # Never said hello: sweep our children that belong to no known generation.
+            # PID never learnt (see system.child_pid): sweep our children no generation claims.
             processes.kill_pids(self._unknown_children())
         else:
             self._process_gone(child, self._exit_code(child.pid))
@@ -522,9 +548,10 @@ class Supervisor(Actor):
 
     def _escalate(self, child: _Child, why: str) -> None:
         name = child.spec.name
+        # Intensity counts the restarts of all children (OTP): name the one that crossed the line.
         self._failure = (
-            f"connector {name!r} failed more than {self._settings.max_restarts} times within "
-            f"{self._settings.period:g}s (last: {why}); the supervisor gave up"
+            f"connector {name!r} failed ({why}) after {self._settings.max_restarts} restarts within "
+            f"{self._settings.period:g}s (supervisor.max_restarts); the supervisor gave up"
         )
         _log.error("%s", self._failure)
         for each in self._children:
@@ -592,7 +619,8 @@ class Supervisor(Actor):
         if kind == "pump":
             self._pump_at = None
         elif kind == "tick":
-            self._tick()
+            if payload[1] == self._tick_token:
+                self._tick()
         elif kind in ("reap", "shutdown"):
             child = self._by_name(payload[1])
             if child is None or child.generation != payload[2]:
@@ -603,6 +631,8 @@ class Supervisor(Actor):
                 self._kill(child, then=DOWN)
 
     def _tick(self) -> None:
+        # Re-armed first: should anything below raise, the periodic checks must not stop.
+        self._schedule_tick(TICK_BUSY if self._busy() else TICK_IDLE)
         if self._owner_pid is not None and not processes.is_running(self._owner_pid, self._owner_started):
             self._self_destruct()
         now = _now()
@@ -613,7 +643,9 @@ class Supervisor(Actor):
                 self._failed(child, why, abnormal=True)
         if self._op is not None and now >= self._op.deadline:
             self._deadline()
-        self.wakeupAfter(timedelta(seconds=TICK_INTERVAL), ("tick",))
+        # Addresses of children gone for a tick: Thespian has handled their exit by now.
+        while self._forget and now - self._forget[0][0] >= TICK_BUSY:
+            system.forget_child(self, self._forget.pop(0)[1])
 
     def _deadline(self) -> None:
         op = self._op

@@ -95,6 +95,62 @@ def pop_exit_code(pid: int | None) -> int | None:
     return EXIT_CODES.pop(pid, None)
 
 
+def forget_child(actor: Any, address: Any) -> None:
+    """Drop Thespian's bookkeeping of a child actor that is gone, so a long-lived parent stays small.
+
+    Thespian keeps every child address it ever created (``_managed`` "never shrinks. Ever.", and
+    ``_children`` only shrinks on a ChildActorExited it sometimes misses): ~1 KB per spawn, which a
+    servo that cancels for months would feel. The slot is set to None rather than removed, so the
+    instance numbers of live children stay valid. Call only after Thespian has had its chance to
+    handle the child's exit. A no-op when the internals are not as Thespian 4.0.1 has them.
+    """
+    manager = getattr(actor, "_myRef", None)
+    details = getattr(address, "addressDetails", None)
+    index = getattr(details, "addressInstanceNum", None)
+    managed = getattr(getattr(manager, "_addrManager", None), "_managed", None)
+    if manager is None or index is None or not isinstance(managed, list) or not 0 <= index < len(managed):
+        return
+    useable = managed[index]
+    useable_details = getattr(useable, "addressDetails", None)
+
+    def is_this_child(candidate: Any) -> bool:
+        # Thespian's own address comparisons raise across address kinds: compare like with like.
+        found = getattr(candidate, "addressDetails", None)
+        if type(found) is type(details):
+            return getattr(found, "addressInstanceNum", None) == index
+        return (
+            useable_details is not None and type(found) is type(useable_details) and found == useable_details
+        )
+
+    children = getattr(manager, "_children", None)
+    if isinstance(children, list):
+        manager._children = [child for child in children if not is_this_child(child)]
+    managed[index] = None
+
+
+def child_pid(actor: Any, address: Any) -> int | None:
+    """The PID of the child actor ``actor`` just created at ``address``, or None if not found.
+
+    Thespian forks the child inside ``createActor`` and keeps its ``multiprocessing.Process``; the
+    PID is known at once, before the child has run a line of its own, so it can be killed from
+    the first moment.
+    """
+    manager = getattr(actor, "_myRef", None)
+    for info in getattr(manager, "_child_procs", None) or ():
+        if getattr(info, "childAddr", None) is address:
+            return getattr(getattr(info, "childProc", None), "pid", None)
+    return None
+
+
+def tracked_child_addresses(actor: Any) -> int:
+    """How many child addresses Thespian holds for ``actor`` (see ``forget_child``); 0 if unknown."""
+    manager = getattr(actor, "_myRef", None)
+    managed = getattr(getattr(manager, "_addrManager", None), "_managed", None)
+    if not isinstance(managed, list):
+        return 0
+    return sum(1 for entry in managed if entry is not None)
+
+
 def free_loopback_port() -> int:
     """A TCP port on 127.0.0.1 free right now (the kernel's choice, so parallel runs differ)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:

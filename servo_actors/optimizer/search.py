@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -63,7 +64,15 @@ from servo_actors.optimizer.steps import (
     reduce_metrics,
     write_atomically,
 )
-from servo_actors.optimizer.strategy import SearchSpace, Settings, StrategyOptions, Trial, propose, replay
+from servo_actors.optimizer.strategy import (
+    SearchSpace,
+    Settings,
+    StrategyOptions,
+    Trial,
+    constraint_margin,
+    propose,
+    replay,
+)
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +86,14 @@ def _trial(objective: Objective, record: StepRecord) -> Trial:
     score = None
     if judged.objective is not None:
         score = judged.objective if objective.sense == "minimize" else -judged.objective
-    return Trial(record.settings, score, judged.violation, informative=record.status != "cancelled")
+    # Per constraint, how far from its bound: the strategy models each one (inf when unknown).
+    margins = tuple(
+        constraint_margin(record.metrics.get(c.metric), c.op, c.bound) if record.status == "ok" else math.inf
+        for c in objective.constraints
+    )
+    return Trial(
+        record.settings, score, judged.violation, informative=record.status != "cancelled", margins=margins
+    )
 
 
 @dataclass

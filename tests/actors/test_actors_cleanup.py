@@ -15,6 +15,7 @@ import pytest
 
 from servo_actors.actors import ServoRuntime, processes
 from servo_actors.connectors.base import Control
+from servo_actors.errors import SupervisorError
 
 pytestmark = pytest.mark.timeout(60)
 ORPHAN_DEADLINE = 5.0
@@ -68,7 +69,7 @@ def _assert_all_gone(info: dict) -> None:
     assert left == [], f"processes of the dead servo's actor system survived: {left}"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_when_the_servo_process_dies_every_actor_process_follows(tmp_path: Path, sig: int) -> None:
     servo, info = _start_servo(tmp_path, PRINT_AND_WAIT)
     try:
@@ -153,3 +154,19 @@ def test_stop_is_idempotent_and_needs_no_start(kit) -> None:
     runtime.stop()
     runtime.stop()
     assert not run_dir.exists()  # a run directory the runtime made itself is removed
+
+
+def test_when_the_supervisor_dies_its_connectors_follow_and_the_runtime_says_so(start_runtime, kit) -> None:
+    runtime = start_runtime(kit.chaos("a"), kit.chaos("b", faults={"measure": {"action": "subprocess"}}))
+    grandchild = int(runtime.run("measure").data["annotations"]["b.subprocess"])
+    status = runtime.status()
+    hosts = [child.pid for child in status.children]
+    os.kill(status.supervisor_pid, signal.SIGKILL)
+    # The kernel kills each host when its parent dies (PR_SET_PDEATHSIG)...
+    kit.wait_for(lambda: not any(processes.is_running(pid) for pid in hosts), timeout=5)
+    # ... but not what a host started: that goes with the session when the runtime stops.
+    with pytest.raises(SupervisorError, match="supervisor"):
+        kit.wait_for(lambda: runtime.run("describe") and False, timeout=15)
+    assert isinstance(runtime.failure, SupervisorError)
+    runtime.stop()
+    assert not processes.is_running(grandchild)

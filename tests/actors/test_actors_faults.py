@@ -125,7 +125,8 @@ def test_a_startup_that_never_succeeds_escalates_naming_the_connector(
             restart_backoff={"min": 0.01, "max": 0.05},
         )
     message = str(caught.value)
-    assert "connector 'doomed' failed more than 1 times" in message and words in message, message
+    assert "connector 'doomed' failed (" in message and "after 1 restarts" in message, message
+    assert words in message, message
     # The first start and one restart: then it gave up instead of looping.
     assert len(state.read_text().splitlines()) == 2
 

@@ -190,3 +190,19 @@ def test_thespian_logs_to_the_run_directory(start_runtime, kit, tmp_path: Path) 
     assert runtime.run_dir == tmp_path / "run0"
     assert os.environ["THESPLOG_FILE"] == str(runtime.run_dir / "thespian.log")
     assert (runtime.run_dir / "connectors.log").exists()
+
+
+def test_a_begin_that_arrives_after_its_cancel_is_answered_cancelled(start_runtime, kit) -> None:
+    runtime = start_runtime(kit.chaos("a"))
+    # Thespian does not promise message order: the Cancel may overtake the Begin it cancels.
+    runtime._tell(m.Cancel("cancel-early", "measure-late"))
+    assert runtime._await("cancel-early", 10) is not None
+    runtime._tell(m.Begin("measure-late", "measure"))
+    reply = None
+    for _ in range(100):
+        message = runtime._system.listen(0.1)
+        if isinstance(message, m.Done) and message.request_id == "measure-late":
+            reply = message
+            break
+    assert reply is not None and (reply.result.status, reply.result.reason) == ("cancelled", "cancelled")
+    assert runtime.run("check").ok

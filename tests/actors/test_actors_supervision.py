@@ -104,7 +104,7 @@ def test_restart_intensity_exceeded_escalates_naming_the_connector(start_runtime
     result = runtime.run("measure")
     assert result.status == "failed"
     failure = kit.wait_for(lambda: runtime.failure, timeout=5)
-    assert "connector 'b' failed more than 2 times within 60s (last: exit code 3)" in str(failure)
+    assert "connector 'b' failed (exit code 3) after 2 restarts within 60s" in str(failure)
     # Terminal: every connector was killed and nothing is restarted.
     kit.wait_for(lambda: all(not processes.is_running(pid) for pid in survivors.values()), timeout=5)
     assert set(kit.states(runtime).values()) == {"down"}
@@ -213,3 +213,27 @@ def test_restart_replaces_the_connectors_with_a_new_config(start_runtime, kit) -
     assert kit.states(runtime) == {"new1": "ready", "new2": "ready"}
     assert not processes.is_running(old_pid)
     assert set(runtime.run("describe").parts) == {"new1", "new2"}
+
+
+def test_many_cancels_leave_the_supervisor_tracking_only_live_children(start_runtime, kit) -> None:
+    runtime = start_runtime(kit.chaos("a"), kit.chaos("b"))
+    for _ in range(25):
+        runtime.cancel()
+    # Thespian never forgets a child address by itself; the supervisor prunes them a tick later.
+    status = kit.wait_for(lambda: (s := runtime.status()).tracked_addresses <= 2 and s, timeout=5)
+    assert status.tracked_addresses == 2
+
+
+def test_a_cancel_reports_the_operation_cancelled_before_the_connectors_are_back(start_runtime, kit) -> None:
+    runtime = start_runtime(
+        kit.chaos("slow", faults={"startup": {"action": "sleep", "seconds": 0.5}, "measure": "sleep"})
+    )
+    op = runtime.begin("measure")
+    assert runtime.wait(op, 0.2) is None
+    request = runtime.begin_cancel()
+    # The kills went out at once: the operation is answered while the fresh connector still starts.
+    result = runtime.wait(op, 0.4)
+    assert result is not None and result.status == "cancelled"
+    assert not runtime.wait_cancel(request, 0.01)
+    assert runtime.wait_cancel(request, 10)
+    assert kit.states(runtime) == {"slow": "ready"}
