@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from servo_actors import USER_AGENT, __version__
-from servo_actors.actors import OperationResult, ServoRuntime
+from servo_actors.actors import Operation, OperationResult, ServoRuntime
 from servo_actors.config import ServoConfig
 from servo_actors.connectors import Control
 from servo_actors.errors import ConfigError, ProtocolError, ServoError
@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 
 WAIT_SLICE = 0.1
 """Longest the loop waits on an operation before it looks at signals again (seconds)."""
+KILL_CONFIRM_WAIT = 1.0
+"""Longest the loop waits, after a cancel, for the supervisor to confirm the kills went out."""
 SLEEP_SLICE = 0.5
 """Longest a SLEEP waits before it looks for a SIGHUP reload (a stop ends it at once)."""
 
@@ -177,7 +179,7 @@ class Runner:
                 )
                 schedule.sent(time.monotonic())
                 if reply is not None and reply.status != "ok":
-                    self._abandon(command, event, reply)
+                    self._abandon(command, op, event, reply)
                     return
         reply = self.client.post_result(event, result_param(event, command, result, params.get("metrics")))
         if reply is not None and reply.status == "cancel":
@@ -200,7 +202,7 @@ class Runner:
             },
         )
 
-    def _abandon(self, command: Command, event: str, reply: OptimizerStatus) -> None:
+    def _abandon(self, command: Command, op: Operation, event: str, reply: OptimizerStatus) -> None:
         """The optimizer's answer to a progress post ends the operation: kill, respawn, maybe report."""
         assert self.client is not None and self.runtime is not None
         log.info(
@@ -209,7 +211,10 @@ class Runner:
             command.cmd,
             command.cmd_uid,
         )
-        self.runtime.cancel()
+        # The kills go out now; the optimizer hears `cancelled` once they have (the operation's
+        # cancelled result comes back after them), not after the fresh connectors are up.
+        request = self.runtime.begin_cancel()
+        self.runtime.wait(op, KILL_CONFIRM_WAIT)
         self._notify("cancelled", {"cmd": command.cmd, "cmd_uid": command.cmd_uid, "status": reply.status})
         if reply.status == "cancel":
             reason, message = _cancel_reason(reply)
@@ -218,6 +223,8 @@ class Runner:
                 failure_result(event, command.cmd_uid, status="cancelled", reason=reason, message=message),
             )
         # unexpected-event / invalid: the servo and optimizer lost sync; no result is owed.
+        # Either way the next command is taken only by fresh connectors.
+        self.runtime.finish_cancel(request)
 
     def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

@@ -339,7 +339,10 @@ class ServoRuntime:
         if the connectors are not back within ``startup_timeout`` plus a margin. Equivalent to
         ``wait_cancel(begin_cancel(), budget)``, raising when the budget runs out.
         """
-        request = self.begin_cancel()
+        self.finish_cancel(self.begin_cancel())
+
+    def finish_cancel(self, request: CancelRequest) -> None:
+        """Wait for the fresh connectors after ``begin_cancel``; SupervisorError past the budget."""
         budget = self._settings.startup_timeout + CANCEL_MARGIN
         if not self.wait_cancel(request, budget):
             raise SupervisorError(f"connectors did not answer within {budget:g}s of a cancel")
