@@ -28,17 +28,14 @@ FINDINGS: dict[str, str] = {
         "but it is about 15 % of the loop time."
     ),
     "cancel_to_cancelled_p99_ms": (
-        "**What bounds cancel reply -> `cancelled`.** `Runner._abandon` posts `cancelled` only after "
-        "`ServoRuntime.cancel()` returns. By then the supervisor has SIGKILLed every connector and "
-        "started each one afresh, and each has run `startup()` and answered. That call is about 94 % "
-        "of the figure; reading the reply and posting take about 2 ms. So the figure is the respawn of "
-        "4 connectors plus one HTTP post, and its tail follows the machine's load: in separate "
-        "100-cancel runs at load averages 1.5-5, the p99 was 53-145 ms. A patched copy changed "
-        "`_abandon` to send the supervisor its `Cancel` (the kills go out at once), post `cancelled`, "
-        "and only then wait for the fresh connectors. With that change, cancel reply -> `cancelled` "
-        "was p50 3.5-4.0 ms and p99 6.5-25 ms. Runs of the unpatched servo, alternated with these, "
-        "gave p50 45-57 ms and p99 68-145 ms. Cancel reply -> next WHATS_NEXT did not change (p50 "
-        "34-41 ms): the servo still polls only once every connector is back."
+        "**What bounds cancel reply -> `cancelled`.** `Runner._abandon` sends the supervisor its "
+        "`Cancel`, waits only until the supervisor confirms the kills went out (the cancelled "
+        "operation's result, sent right after the SIGKILLs), posts `cancelled`, and then waits for the "
+        "fresh connectors before it polls again. So this figure is one supervisor round trip plus one "
+        "HTTP post. Before that change the runner posted only after every connector had been "
+        "respawned and had answered: p50 45-57 ms, p99 68-145 ms at load averages 1.5-5, against "
+        "p50 3.5-4.0 ms, p99 6.5-25 ms after it. Cancel reply -> next WHATS_NEXT is the respawn of "
+        "the 4 connectors (see the actor runtime's section) and did not change."
     ),
     "idle_cpu_percent": (
         "**What the idle CPU is made of.** Wakeups, counted from the context switches in /proc over "
