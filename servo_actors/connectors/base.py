@@ -72,7 +72,10 @@ class Connector:
 
     config_model: ClassVar[type[BaseModel] | None] = None
 
-    def __init__(self, name: str, config: Any) -> None:
+    def __init__(self, name: str, config: Any = None) -> None:
+        model = type(self).config_model
+        if model is not None and not isinstance(config, model):
+            config = model.model_validate(config or {})  # a raw dict, as tests and scripts pass it
         self.name = name
         self.config = config
 

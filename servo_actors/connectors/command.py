@@ -158,8 +158,6 @@ class CommandConnector(Connector):
     config: CommandConfig
 
     def __init__(self, name: str, config: Any = None) -> None:
-        if not isinstance(config, CommandConfig):
-            config = CommandConfig.model_validate(config or {})
         super().__init__(name, config)
         self._description: dict[str, Any] | None = None
 

@@ -136,11 +136,6 @@ class LoadgenConnector(Connector):
     config_model = LoadgenConfig
     config: LoadgenConfig
 
-    def __init__(self, name: str, config: Any = None) -> None:
-        if not isinstance(config, LoadgenConfig):
-            config = LoadgenConfig.model_validate(config or {})
-        super().__init__(name, config)
-
     def describe(self) -> dict[str, Any]:
         return {"components": {}, "metrics": {name: {"unit": unit} for name, unit in METRIC_UNITS.items()}}
 

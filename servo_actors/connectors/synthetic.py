@@ -195,11 +195,9 @@ class SyntheticConnector(Connector):
     config: SyntheticConfig
 
     def __init__(self, name: str, config: Any = None) -> None:
-        if not isinstance(config, SyntheticConfig):
-            config = SyntheticConfig.model_validate(config or {})
         super().__init__(name, config)
-        self.model = SyntheticModel(seed=config.seed, noise=config.noise)
-        self._rng = random.Random(config.seed)
+        self.model = SyntheticModel(seed=self.config.seed, noise=self.config.noise)
+        self._rng = random.Random(self.config.seed)
         self._spec = next(iter(self.model.components().values()))["settings"]
         self._values = {setting: spec["value"] for setting, spec in self._spec.items()}
 

@@ -82,11 +82,6 @@ class WaitConnector(Connector):
     config_model = WaitConfig
     config: WaitConfig
 
-    def __init__(self, name: str, config: Any = None) -> None:
-        if not isinstance(config, WaitConfig):
-            config = WaitConfig.model_validate(config or {})
-        super().__init__(name, config)
-
     def measure(self, metrics: list[str], control: Control, progress: ProgressFn) -> dict[str, Any]:
         total = control.warmup + control.duration + control.delay
         wait_with_progress(
