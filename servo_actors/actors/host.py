@@ -16,6 +16,7 @@ with a periodic ``getppid`` check as a fallback.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import logging
 import os
@@ -149,6 +150,9 @@ class ConnectorHost(Actor):
         super().__init__()
         # Runs in the fresh child process: own group first, before any connector code can fork.
         os.setpgrp()
+        # What the fork inherited stays out of this process's garbage collections, so they do not
+        # write to (and so copy) pages it shares with its parent: ~0.8 MB less private memory.
+        gc.freeze()
         processes.set_parent_death_signal()
         # Thespian catches every signal in actor processes; a Python handler for SIGSEGV returns
         # to the faulting instruction forever. A connector that faults must simply die.

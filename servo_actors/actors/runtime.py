@@ -9,6 +9,9 @@ Example::
             print(op.progress, op.message)      # post progress to the optimizer ...
             if cancel_requested:
                 runtime.cancel()                # ... op resolves to status "cancelled"
+        # or, to answer the optimizer before the connectors are back:
+        request = runtime.begin_cancel()        # kills go out now; op resolves to "cancelled"
+        runtime.wait_cancel(request, timeout=30)  # True once every fresh connector answers
 
 It owns one actor system (its own loopback port and session) and talks only to the Supervisor,
 always with a request id: an external ``listen`` returns the next message of any kind, so answers

@@ -20,6 +20,7 @@ system disappears, the supervisor SIGKILLs the whole session, itself last.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import random
@@ -117,6 +118,7 @@ class Supervisor(Actor):
         super().__init__()
         # Dies with the admin, its parent; its own children die with it the same way.
         processes.set_parent_death_signal()
+        gc.freeze()  # as in ConnectorHost: inherited objects stay out of collections (shared pages)
         self._settings = m.SupervisorSettings()
         self._children: list[_Child] = []
         self._owner: Any = None

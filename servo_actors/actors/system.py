@@ -16,6 +16,9 @@ Thespian facts this module works around (architecture.md, measured with 4.0.1):
   stray admin would not linger for minutes anyway.
 - The parent of a child actor reaps it inside Thespian; ``_patch_thespian`` also records the exit
   code there so the supervisor can tell a normal exit (0) from a crash (Erlang's transient rule).
+- A parent actor learns a child's PID at ``createActor`` (``child_pid``), and Thespian never
+  forgets a child's address (``forget_child`` prunes them); its listen queue of 100 overflows when
+  ~50 fresh actors connect at once (``LISTEN_BACKLOG``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from servo_actors.errors import SupervisorError
 
 LOOPBACK = "127.0.0.1"
 TRANSMIT_TIMEOUT = timedelta(seconds=5)
+LISTEN_BACKLOG = 1024
+"""Listen queue of every actor's socket (Thespian: 100; the kernel caps it at net.core.somaxconn)."""
 """Thespian gives up on an undeliverable message after this (its default is 5 minutes)."""
 KILL_TIMEOUT = 2.0
 """Seconds ``kill`` waits for SIGKILLed processes to disappear before reporting survivors."""
@@ -51,11 +56,15 @@ _patched = False
 
 
 def _patch_thespian() -> None:
-    """Loopback-only listen binds, exit-code capture, short transmit timeout. Idempotent."""
+    """Loopback-only listen binds, exit-code capture, short transmit timeout, deeper listen queue.
+
+    Idempotent.
+    """
     global _patched
     if _patched:
         return
     import thespian.system.transport as transport
+    import thespian.system.transport.TCPTransport as tcp_transport
     from thespian.system.multiprocCommon import MultiProcReplicator
     from thespian.system.transport.IPBase import IPActorAddress
 
@@ -80,6 +89,10 @@ def _patch_thespian() -> None:
     # Read at call time from the module global (transport/__init__.py), so setting it works
     # whenever thespian was first imported.
     transport.DEFAULT_MAX_TRANSMIT_PERIOD = TRANSMIT_TIMEOUT
+    # Also read at call time. A cancel has every fresh host connect to the supervisor while it is
+    # still busy forking the others: at Thespian's 100 the queue overflows with ~50 connectors,
+    # and a dropped handshake costs a one-second TCP retransmission.
+    tcp_transport.LISTEN_DEPTH = LISTEN_BACKLOG
     _patched = True
 
 
