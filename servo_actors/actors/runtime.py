@@ -157,6 +157,8 @@ class ServoRuntime:
         self._config = config
         self._specs = child_specs(config)
         self._settings = supervisor_settings(config)
+        if run_dir is None and config.supervisor.run_dir:
+            run_dir = Path(config.supervisor.run_dir).expanduser()
         self._own_run_dir = run_dir is None
         self._run_dir = Path(run_dir) if run_dir is not None else None
         self._system: ActorSystemHandle | None = None

@@ -28,6 +28,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -193,6 +194,21 @@ def _log_definitions(run_dir: Path) -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def _quiet_forked_admin() -> Iterator[None]:
+    """The admin is forked with this process's logging set-up, stderr handler included: it would
+    print its INFO chatter ("++++ Actor System gen ... started") on the user's terminal. Raise the
+    root level while it is forked, so the admin keeps only warnings; this process gets its level back.
+    """
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+
+
 class ActorSystemHandle:
     """One servo's actor system: started on a free loopback port, killed by its session id.
 
@@ -231,12 +247,13 @@ class ActorSystemHandle:
             before = _session_leader_children()
             port = free_loopback_port()
             try:
-                asys = ActorSystem(
-                    "multiprocTCPBase",
-                    {"Admin Port": port, "Process Startup Method": "fork"},
-                    logDefs=_log_definitions(self.run_dir),
-                    transientUnique=True,
-                )
+                with _quiet_forked_admin():
+                    asys = ActorSystem(
+                        "multiprocTCPBase",
+                        {"Admin Port": port, "Process Startup Method": "fork"},
+                        logDefs=_log_definitions(self.run_dir),
+                        transientUnique=True,
+                    )
             except Exception as exc:  # Thespian raises several unrelated types here
                 last_error = exc
                 self._kill_new_sessions(before)

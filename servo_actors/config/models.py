@@ -212,6 +212,9 @@ class SupervisorConfig(_Strict):
     """Added to an operation's expected time (warmup + duration + delay + settlement) for its deadline."""
     startup_timeout: Duration = 30.0
     """How long a fresh connector's startup() may take before it counts as a crash."""
+    run_dir: str | None = None
+    """Where the actor system keeps its logs (connectors.log, Thespian's own). Default: a temporary
+    directory removed when the servo exits; set it to keep connector logs after the run."""
 
     _period_positive = field_validator("period", "startup_timeout")(_positive)
 
