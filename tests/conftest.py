@@ -1,10 +1,42 @@
-"""Shared by every test folder: ``tests/support`` holds helpers any test may import (``import browser``)."""
+"""Shared by every test folder.
+
+- ``no_actor_system_survives`` (autouse): fails any test after which a process of an actor system
+  it started in-process is still alive (they are killed first, so one leak does not cascade).
+  Tests that start servo processes check those by an environment marker (tests/runner).
+- ``tests/support`` holds helpers any test may import (``import browser``).
+"""
 
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
+
+from servo_actors.actors import processes, system
 
 SUPPORT = str(Path(__file__).parent / "support")
 if SUPPORT not in sys.path:
     sys.path.insert(0, SUPPORT)
+
+SURVIVOR_GRACE = 3.0
+"""Seconds a stopped system's processes get to disappear before the test is failed."""
+
+
+@pytest.fixture(autouse=True)
+def no_actor_system_survives() -> Iterator[None]:
+    before = set(system.sessions_started())
+    yield
+    started = [sid for sid in system.sessions_started() if sid not in before]
+    deadline = time.monotonic() + SURVIVOR_GRACE
+    survivors: dict[int, list[int]] = {}
+    for sid in started:
+        while (alive := processes.session_members(sid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if alive:
+            survivors[sid] = alive
+            processes.kill_session(sid)
+    if survivors:
+        pytest.fail(f"actor-system processes survived the test (session: pids): {survivors}")

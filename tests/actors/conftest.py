@@ -1,8 +1,7 @@
 """Fixtures for tests that start actor systems.
 
-``no_actor_system_survives`` is autouse here and written to move as is into tests/conftest.py:
-it fails any test after which a process of an actor system the test started is still alive
-(it kills them first, so one leak does not cascade into the next test).
+(``no_actor_system_survives``, which fails any test that leaves a process of an actor system it
+started, is in tests/conftest.py and applies to every test.)
 """
 
 from __future__ import annotations
@@ -14,28 +13,8 @@ from typing import Any
 
 import pytest
 
-from servo_actors.actors import ServoRuntime, processes, system
+from servo_actors.actors import ServoRuntime
 from servo_actors.config.models import ServoConfig
-
-SURVIVOR_GRACE = 3.0
-"""Seconds a stopped system's processes get to disappear before the test is failed."""
-
-
-@pytest.fixture(autouse=True)
-def no_actor_system_survives() -> Iterator[None]:
-    before = set(system.sessions_started())
-    yield
-    started = [sid for sid in system.sessions_started() if sid not in before]
-    deadline = time.monotonic() + SURVIVOR_GRACE
-    survivors: dict[int, list[int]] = {}
-    for sid in started:
-        while (alive := processes.session_members(sid)) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if alive:
-            survivors[sid] = alive
-            processes.kill_session(sid)
-    if survivors:
-        pytest.fail(f"actor-system processes survived the test (session: pids): {survivors}")
 
 
 def chaos(name: str, **config: Any) -> dict[str, Any]:
