@@ -27,7 +27,7 @@ from servo_actors import USER_AGENT, __version__
 from servo_actors.actors import Operation, OperationResult, ServoRuntime
 from servo_actors.config import ServoConfig
 from servo_actors.connectors import Control
-from servo_actors.errors import ConfigError, ProtocolError, ServoError
+from servo_actors.errors import ConfigError, ProtocolError, ServoError, SupervisorError
 from servo_actors.progress import ProgressSchedule
 from servo_actors.protocol.client import OptimizerClient
 from servo_actors.protocol.models import (
@@ -119,15 +119,19 @@ class Runner:
                     self._reload()
                 failure = self.runtime.failure
                 if failure is not None:
-                    log.error("%s", failure)
-                    self._goodbye("failure")
-                    return 1
+                    raise failure
                 command = self.client.whats_next()
                 if command is None:  # stopped while polling
                     break
                 self._dispatch(command)
         except StopRequested:
             pass
+        except SupervisorError as exc:
+            # The supervisor gave up on a connector (restart intensity) or died: no hot loop, stop.
+            log.error("stopping: %s", exc)
+            self.runtime.stop()
+            self._goodbye("failure")
+            return 1
         # An operation may still run: kill it first (crash-only), then say goodbye.
         self.runtime.stop()
         self._goodbye(self._stop_reason or self.signals.stop_signal or "shutdown")

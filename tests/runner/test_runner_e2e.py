@@ -227,3 +227,25 @@ def test_sighup_reloads_a_good_config_and_refuses_a_broken_one(servo, optimizer,
     proc.signal(signal.SIGTERM)
     assert proc.wait() == 0
     assert "Traceback" not in proc.log()
+
+
+@pytest.mark.timeout(120)
+def test_restart_intensity_exceeded_stops_the_servo_with_exit_1(servo, optimizer, kit) -> None:
+    driver = kit.QueueDriver()
+    server = optimizer(driver)
+    config = kit.servo_config(server, [probe(measure={"action": "exit", "exit_code": 3})])
+    config["supervisor"] = {
+        "max_restarts": 1,
+        "period": "1m",
+        "restart_backoff": {"min": "10ms", "max": "50ms"},
+    }
+    proc = servo(config)
+    entries = [driver.push(measure(0.1)) for _ in range(4)]
+    assert proc.wait() == 1, proc.log()
+    crashed = [e.result for e in entries if e.result is not None]
+    assert crashed and all(r["status"] == "failed" for r in crashed), crashed
+    assert "connector-crashed" in {r["reason"] for r in crashed}
+    history = server.state()["history"]
+    assert history[-1]["event"] == "GOODBYE" and history[-1]["param"] == {"reason": "failure"}
+    log = proc.log()
+    assert "probe" in log and "Traceback" not in log
