@@ -23,9 +23,9 @@ FINDINGS: dict[str, str] = {
         "six processes take turns on two cores. In a full run at load average 7-9, stretches of about 4.8 ms "
         "and about 9.5 ms per DESCRIBE alternated as other jobs came and went. Nothing in runner.py or the "
         "client would bring this under 5 ms. The round trip belongs to the actor runtime (its section "
-        "in this file). Between commands, the runner also spends about 1.2 ms in `runtime.failure`, a "
-        "Thespian `listen` of at least 1 ms before every WHATS_NEXT. That cost is outside this figure, "
-        "but it is about 15 % of the loop time."
+        "in this file). Between commands, `runtime.failure` once cost about 1.2 ms (a Thespian `listen` "
+        "before every WHATS_NEXT); it now polls at most every 0.1 s, which is why result answered -> "
+        "next WHATS_NEXT matches servox's."
     ),
     "cancel_to_cancelled_p99_ms": (
         "**What bounds cancel reply -> `cancelled`.** `Runner._abandon` sends the supervisor its "
@@ -38,16 +38,14 @@ FINDINGS: dict[str, str] = {
         "the 4 connectors (see the actor runtime's section) and did not change."
     ),
     "idle_cpu_percent": (
-        "**What the idle CPU is made of.** Wakeups, counted from the context switches in /proc over "
-        "20 s of SLEEP, with the scheduler time spent on them. The supervisor wakes 4.2 times a second "
-        "(`TICK_INTERVAL` 0.25 s: it checks that the owner and every child are alive and that no "
-        "deadline has passed) and spends 0.57 ms on each: 0.24 % of a core, most of the total. Each "
-        "connector host wakes once a second to check its parent and spends about 0.37 ms: about "
-        "0.037 % per connector, so 16 connectors would add 0.6 %. About 0.35 ms of any wakeup is "
-        "Thespian's own, since a host's wakeup does nothing else. The servo's main thread wakes twice "
-        "a second during a SLEEP (`SLEEP_SLICE` 0.5 s), at 0.13 ms each: 0.025 %. Thespian's admin and "
-        "logger do not wake at all. The cheapest saving would be a longer supervisor tick while no "
-        "operation or start is in flight (actors area, not the loop). servox's one process used no CPU "
-        "at all during its SLEEP: its scheduler time did not move by a single nanosecond."
+        "**What the idle CPU is made of.** Wakeups. The supervisor ticks every 0.25 s while an "
+        "operation or a start is in flight and every 1 s when idle (it checks that the owner and every "
+        "child are alive and that no deadline has passed): about 0.09 % of a core. Each connector host "
+        "checks its parent every 2 s as a fallback to the kernel's parent-death signal: about 0.03 % "
+        "per connector, so some 15 connectors fit under 0.5 %. About 0.35 ms of any wakeup is Thespian's "
+        "own. The servo's main thread wakes twice a second during a SLEEP (`SLEEP_SLICE` 0.5 s, to take "
+        "a SIGHUP reload): about 0.04 %. Thespian's admin and logger do not wake at all. servox's one "
+        "process used no CPU at all during its SLEEP: its scheduler time did not move by a single "
+        "nanosecond."
     ),
 }
