@@ -114,9 +114,13 @@ def _run_servo(url: str, options: DemoOptions, echo: Callable[[str], None]) -> i
         return response.json()
 
     def press_abort(cmd: str, cmd_uid: str) -> None:
-        with contextlib.suppress(requests.RequestException):
-            session.post(f"{url}/admin/cancel", json={"reason": "demo-abort"}, timeout=STATE_TIMEOUT)
-            echo(f"  ! pressed Abort on {cmd} {cmd_uid}")
+        # The command may have finished before the press: the optimizer says what it armed, if anything.
+        try:
+            answer = session.post(f"{url}/admin/cancel", json={"reason": "demo-abort"}, timeout=STATE_TIMEOUT)
+            said = answer.json().get("message", "")
+        except (requests.RequestException, ValueError) as exc:
+            said = f"the optimizer did not answer ({type(exc).__name__})"
+        echo(f"  ! pressed Abort during {cmd} {cmd_uid}: {said}")
 
     def print_new_steps() -> None:
         steps = state()["driver"]["steps"]
