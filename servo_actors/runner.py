@@ -228,7 +228,8 @@ class Runner:
             )
         # unexpected-event / invalid: the servo and optimizer lost sync; no result is owed.
         # Either way the next command is taken only by fresh connectors.
-        self.runtime.finish_cancel(request)
+        if not self.runtime.finish_cancel(request, stop=self.signals.stop):
+            raise StopRequested(self.signals.stop_signal or "stop")
 
     def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

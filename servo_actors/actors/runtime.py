@@ -29,6 +29,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -51,6 +52,8 @@ START_MARGIN = 5.0
 """Seconds added to the connectors' startup budget before ``start``/``restart`` give up."""
 CANCEL_MARGIN = 2.0
 """Seconds added to ``startup_timeout`` before ``cancel`` gives up waiting for fresh connectors."""
+CANCEL_STOP_CHECK = 0.1
+"""How often ``finish_cancel`` looks at its stop event while the connectors come back."""
 CANCELLED_RESULT_WAIT = 1.0
 """Seconds ``cancel`` waits for the cancelled operation's result once the connectors are back."""
 STOP_MARGIN = 0.5
@@ -346,11 +349,20 @@ class ServoRuntime:
         """
         self.finish_cancel(self.begin_cancel())
 
-    def finish_cancel(self, request: CancelRequest) -> None:
-        """Wait for the fresh connectors after ``begin_cancel``; SupervisorError past the budget."""
+    def finish_cancel(self, request: CancelRequest, stop: threading.Event | None = None) -> bool:
+        """Wait for the fresh connectors after ``begin_cancel``; SupervisorError past the budget.
+
+        With ``stop``, the wait ends early (False) once it is set: a servo told to exit does not
+        wait for connectors it is about to kill anyway.
+        """
         budget = self._settings.startup_timeout + CANCEL_MARGIN
-        if not self.wait_cancel(request, budget):
-            raise SupervisorError(f"connectors did not answer within {budget:g}s of a cancel")
+        deadline = time.monotonic() + budget
+        while not self.wait_cancel(request, min(CANCEL_STOP_CHECK, max(0.0, deadline - time.monotonic()))):
+            if stop is not None and stop.is_set():
+                return False
+            if time.monotonic() >= deadline:
+                raise SupervisorError(f"connectors did not answer within {budget:g}s of a cancel")
+        return True
 
     def begin_cancel(self) -> CancelRequest:
         """Send the cancel and return at once: the kills go out now, the fresh connectors follow.

@@ -249,3 +249,23 @@ def test_restart_intensity_exceeded_stops_the_servo_with_exit_1(servo, optimizer
     assert history[-1]["event"] == "GOODBYE" and history[-1]["param"] == {"reason": "failure"}
     log = proc.log()
     assert "probe" in log and "Traceback" not in log
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_while_connectors_restart_after_a_cancel_does_not_wait_for_them(
+    servo, optimizer, kit, tmp_path
+) -> None:
+    slow = tmp_path / "slow-startup"
+    driver, server, proc = _queue_servo(
+        servo, optimizer, kit, [probe(startup={"action": "sleep", "seconds": 60, "only_if_file": str(slow)})]
+    )
+    kit.wait_until(lambda: server.state()["history"], FINISH_TIMEOUT, what="HELLO (connectors started)")
+    slow.touch()  # from now on a fresh probe takes 60 s to start
+    entry = driver.push(measure(30), progress=["cancel"])
+    kit.wait_until(lambda: entry.result is not None, FINISH_TIMEOUT, what="the cancelled result")
+    assert entry.result["status"] == "cancelled"
+    sent = time.monotonic()
+    proc.signal(signal.SIGTERM)
+    assert proc.wait() == 0, proc.log()
+    assert time.monotonic() - sent < 30, "the servo waited for the slow respawn"
+    assert server.state()["history"][-1]["param"] == {"reason": "SIGTERM"}
