@@ -3,6 +3,7 @@
 - ``no_actor_system_survives`` (autouse): fails any test after which a process of an actor system
   it started in-process is still alive (they are killed first, so one leak does not cascade).
   Tests that start servo processes check those by an environment marker (tests/runner).
+- ``run_cli``: the real CLI in-process, stdout and stderr apart.
 - ``tests/support`` holds helpers any test may import (``import browser``).
 """
 
@@ -10,12 +11,14 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 
 from servo_actors.actors import processes, system
+from servo_actors.cli import cli
 
 SUPPORT = str(Path(__file__).parent / "support")
 if SUPPORT not in sys.path:
@@ -40,3 +43,21 @@ def no_actor_system_survives() -> Iterator[None]:
             processes.kill_session(sid)
     if survivors:
         pytest.fail(f"actor-system processes survived the test (session: pids): {survivors}")
+
+
+def make_runner() -> CliRunner:
+    """A CliRunner keeping stdout and stderr apart (click 8.1 needs asking; 8.2+ always does)."""
+    try:
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        return CliRunner()
+
+
+@pytest.fixture
+def run_cli() -> Callable[..., Result]:
+    """``run_cli(args, env=None)``: the real CLI in-process; exceptions are not swallowed."""
+
+    def run(args: Sequence[str], env: dict[str, str | None] | None = None) -> Result:
+        return make_runner().invoke(cli, list(args), env=env, catch_exceptions=False)
+
+    return run

@@ -16,9 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
-from servo_actors.cli import cli
 from servo_actors.logs import forget_secrets
 
 PLUGINS = Path(__file__).resolve().parents[1] / "config" / "plugins"
@@ -37,24 +35,6 @@ def _isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     root.handlers[:] = handlers
     root.setLevel(level)
     forget_secrets()
-
-
-def make_runner() -> CliRunner:
-    """A CliRunner keeping stdout and stderr apart (click 8.1 needs asking; 8.2+ always does)."""
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
-
-
-@pytest.fixture
-def run_cli() -> Callable[..., Result]:
-    """``run_cli(args, env=None)``: the real CLI in-process; exceptions are not swallowed."""
-
-    def run(args: Sequence[str], env: dict[str, str | None] | None = None) -> Result:
-        return make_runner().invoke(cli, list(args), env=env, catch_exceptions=False)
-
-    return run
 
 
 @pytest.fixture(scope="session")
