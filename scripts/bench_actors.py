@@ -10,11 +10,7 @@ markers is replaced; the rest of the file is kept). Every process it starts is s
 from __future__ import annotations
 
 import argparse
-import datetime
-import importlib.metadata
 import json
-import os
-import platform
 import signal
 import statistics
 import subprocess
@@ -23,6 +19,8 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+
+from bench_support.report import machine, write_section
 
 from servo_actors.actors import ServoRuntime, processes
 from servo_actors.config.models import ServoConfig
@@ -215,24 +213,6 @@ def bench_orphans(trials: int, run_dir: Path) -> list[float]:
     return times
 
 
-def machine() -> dict:
-    model = "unknown"
-    with open("/proc/cpuinfo") as handle:
-        for line in handle:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return {
-        "cpu": model,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "thespian": importlib.metadata.version("thespian"),
-        "kernel": platform.release(),
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "load": " ".join(f"{value:.2f}" for value in os.getloadavg()),
-    }
-
-
 def verdict(value: float, target: float) -> str:
     return "met" if value <= target else "MISSED"
 
@@ -247,7 +227,7 @@ def report(
         f"### Actor runtime ({'quick' if quick else 'full'} run, {info['date']})",
         "",
         f"Machine: {info['cpu']}, {info['cores']} cores, Linux {info['kernel']}, Python {info['python']}, "
-        f"Thespian {info['thespian']}; load average at start {info['load']} (shared machine: other jobs ran).",
+        f"Thespian {info['thespian']}; load average at start {info['load_at_start']} (shared machine: other jobs ran).",
         "",
         "Cancel: SIGKILL every connector's process group, respawn all, return when every fresh "
         "connector has run startup() and answered; one connector is hung in a blocking socket read.",
@@ -309,23 +289,6 @@ def report(
     return "\n".join(lines) + "\n"
 
 
-def write_section(text: str) -> None:
-    section = f"{START_MARK}\n{text}{END_MARK}\n"
-    if BENCHMARKS.exists():
-        current = BENCHMARKS.read_text()
-        if START_MARK in current and END_MARK in current:
-            head, rest = current.split(START_MARK, 1)
-            tail = rest.split(END_MARK, 1)[1].lstrip("\n")
-            BENCHMARKS.write_text(head + section + tail)
-            return
-        BENCHMARKS.write_text(current.rstrip("\n") + "\n\n" + section)
-        return
-    BENCHMARKS.write_text(
-        "# Benchmarks\n\nMeasured numbers, written by the scripts under scripts/ (re-run them to update).\n\n"
-        + section
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer iterations (30 cancels per size)")
@@ -352,7 +315,7 @@ def main() -> None:
     text = report(info, cancels, trips, starts, floor, orphans, args.quick)
     print(text)
     if not args.no_write:
-        write_section(text)
+        write_section(BENCHMARKS, text, (START_MARK, END_MARK))
         print(f"wrote {BENCHMARKS}")
 
 

@@ -319,13 +319,15 @@ def _facts(
     return facts
 
 
-def write_section(path: Path, text: str) -> None:
-    """Replace the bench_loop section of ``path`` (created if missing), leaving the rest as it is."""
-    section = f"{START_MARK}\n{text}{END_MARK}\n"
+def write_section(path: Path, text: str, marks: tuple[str, str] = (START_MARK, END_MARK)) -> None:
+    """Replace the section between ``marks`` (bench_loop's by default) of ``path`` (created if
+    missing), leaving the rest as it is."""
+    start, end = marks
+    section = f"{start}\n{text}{end}\n"
     current = path.read_text() if path.exists() else HEADER
-    if START_MARK in current and END_MARK in current:
-        head, rest = current.split(START_MARK, 1)
-        new = head + section + rest.split(END_MARK, 1)[1].lstrip("\n")
+    if start in current and end in current:
+        head, rest = current.split(start, 1)
+        new = head + section + rest.split(end, 1)[1].lstrip("\n")
     else:
         new = current.rstrip("\n") + "\n\n" + section
     # Another script writes its own section of the same file: replace it in one step.
