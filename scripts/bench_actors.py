@@ -197,7 +197,7 @@ def bench_orphans(trials: int, run_dir: Path) -> list[float]:
             sid = json.loads(servo.stdout.readline())["sid"]
             began = time.perf_counter()
             servo.send_signal(signal.SIGKILL)
-            servo.wait()
+            servo.wait(timeout=ORPHAN_LIMIT)
             while processes.session_members(sid) and time.perf_counter() - began < ORPHAN_LIMIT:
                 time.sleep(ORPHAN_POLL)
             times.append(time.perf_counter() - began)
@@ -208,7 +208,7 @@ def bench_orphans(trials: int, run_dir: Path) -> list[float]:
         finally:
             if servo.poll() is None:
                 servo.kill()
-                servo.wait()
+                servo.wait(timeout=ORPHAN_LIMIT)
             servo.stdout.close()
     return times
 
