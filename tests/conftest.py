@@ -4,11 +4,13 @@
   it started in-process is still alive (they are killed first, so one leak does not cascade).
   Tests that start servo processes check those by an environment marker (tests/runner).
 - ``run_cli``: the real CLI in-process, stdout and stderr apart.
+- ``test_plugins``: the test-only connector package in tests/config/plugins, importable for one test.
 - ``tests/support`` holds helpers any test may import (``import browser``).
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -21,6 +23,7 @@ from servo_actors.actors import processes, system
 from servo_actors.cli import cli
 
 SUPPORT = str(Path(__file__).parent / "support")
+PLUGINS = Path(__file__).parent / "config" / "plugins"
 if SUPPORT not in sys.path:
     sys.path.insert(0, SUPPORT)
 
@@ -61,3 +64,13 @@ def run_cli() -> Callable[..., Result]:
         return make_runner().invoke(cli, list(args), env=env, catch_exceptions=False)
 
     return run
+
+
+@pytest.fixture
+def test_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """``sa_test_connectors`` importable (and its entry points installed) for this test only."""
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    importlib.invalidate_caches()
+    yield PLUGINS
+    for name in [name for name in sys.modules if name.startswith("sa_test_connectors")]:
+        del sys.modules[name]

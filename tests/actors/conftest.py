@@ -6,12 +6,12 @@ started, is in tests/conftest.py and applies to every test.)
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_until
 
 from servo_actors.actors import ServoRuntime
 from servo_actors.config.models import ServoConfig
@@ -52,18 +52,6 @@ def states(runtime: ServoRuntime) -> dict[str, str]:
     return {child.name: child.state for child in runtime.status().children}
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.02) -> Any:
-    """Poll ``predicate`` until it is truthy (returned) or ``timeout`` passes (AssertionError)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(interval)
-
-
 class ActorTestKit:
     """Helpers for actor tests, handed out by the ``kit`` fixture (importlib mode: no test imports)."""
 
@@ -71,7 +59,7 @@ class ActorTestKit:
     servo_config = staticmethod(servo_config)
     pids = staticmethod(pids)
     states = staticmethod(states)
-    wait_for = staticmethod(wait_for)
+    wait_for = staticmethod(wait_until)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ subprocess helpers start the installed ``servo-actors`` script or ``python -m se
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import shutil
@@ -19,7 +18,6 @@ import pytest
 
 from servo_actors.logs import forget_secrets
 
-PLUGINS = Path(__file__).resolve().parents[1] / "config" / "plugins"
 SUBPROCESS_TIMEOUT = 30  # seconds; one CLI start takes well under a second
 SERVO_ENV_PREFIXES = ("OPSANI_", "SERVO_", "NO_COLOR")
 
@@ -63,13 +61,3 @@ def run_process(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str
         )
 
     return run
-
-
-@pytest.fixture
-def test_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """The test-only connector package (and its entry points) importable for this test only."""
-    monkeypatch.syspath_prepend(str(PLUGINS))
-    importlib.invalidate_caches()
-    yield PLUGINS
-    for name in [name for name in sys.modules if name.startswith("sa_test_connectors")]:
-        del sys.modules[name]

@@ -1,16 +1,14 @@
-"""Fixtures for the config tests: a clean environment, config files in tmp_path, the test plugins,
-and the CLI driven in-process through click's CliRunner.
+"""Fixtures for the config tests: a clean environment and config files in tmp_path (the CLI runner
+and ``test_plugins`` are in tests/conftest.py).
 
 ``plugins/`` holds ``sa_test_connectors``, a real importable package of test-only connectors, and
-its ``.dist-info`` (entry points). ``test_plugins`` puts it on ``sys.path``; subprocess tests pass
-``PLUGINS`` in ``PYTHONPATH``.
+its ``.dist-info`` (entry points). ``test_plugins`` puts it on ``sys.path``; subprocess tests put
+its folder in ``PYTHONPATH``.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,7 +16,6 @@ import pytest
 
 from servo_actors.logs import forget_secrets
 
-PLUGINS = Path(__file__).parent / "plugins"
 REPO = Path(__file__).resolve().parents[2]
 # Every variable that changes how servo-actors reads its configuration or prints.
 SERVO_ENV = (
@@ -46,16 +43,6 @@ def _isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     root.handlers[:] = handlers
     root.setLevel(level)
     forget_secrets()
-
-
-@pytest.fixture
-def test_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """``sa_test_connectors`` importable (and its entry points installed) for this test only."""
-    monkeypatch.syspath_prepend(str(PLUGINS))
-    importlib.invalidate_caches()
-    yield PLUGINS
-    for name in [name for name in sys.modules if name.startswith("sa_test_connectors")]:
-        del sys.modules[name]
 
 
 @pytest.fixture

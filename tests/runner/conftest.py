@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
+from waiting import wait_until
 
 from servo_actors.optimizer.server import OptimizerServer
 
@@ -50,19 +51,6 @@ def marked_pids(marker: str) -> list[int]:
         if needle in environ.split(b"\0") and state != "Z":
             found.append(int(entry))
     return found
-
-
-def wait_until(
-    predicate: Callable[[], Any], timeout: float, interval: float = 0.05, what: str = "condition"
-) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout} s")
-        time.sleep(interval)
 
 
 class ServoProcess:
