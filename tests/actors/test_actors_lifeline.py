@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from servo_actors.actors import processes
+from servo_actors.actors import lifeline, processes
 from servo_actors.optimizer.server import OptimizerServer
 
 pytestmark = pytest.mark.timeout(120)
@@ -174,7 +175,7 @@ def test_every_process_follows_the_servo_whatever_died_first(servo, first: str |
 
 
 def _pipe_ends(pid: int, inode: int) -> list[str]:
-    """'r'/'w' for each fd of ``pid`` on the pipe ``inode``."""
+    """For each fd of ``pid`` on the pipe ``inode``: 'w', 'r', or 'r+async' (armed in the kernel)."""
     ends = []
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
@@ -188,7 +189,10 @@ def _pipe_ends(pid: int, inode: int) -> list[str]:
                 flags = int(next(line for line in handle if line.startswith("flags:")).split()[1], 8)
         except (OSError, StopIteration):
             continue
-        ends.append("w" if flags & os.O_ACCMODE == os.O_WRONLY else "r")
+        if flags & os.O_ACCMODE == os.O_WRONLY:
+            ends.append("w")
+        else:
+            ends.append("r+async" if flags & os.O_ASYNC else "r")
     return ends
 
 
@@ -198,10 +202,37 @@ def test_only_the_servo_holds_the_write_end_and_exec_programs_hold_neither(start
     inode = os.fstat(runtime._system._lifeline.read_fd).st_ino
     assert "w" in _pipe_ends(os.getpid(), inode)
     members = runtime.members()
-    assert grandchild in members
+    hosts = [child.pid for child in runtime.status().children]
+    assert grandchild in members and set(hosts) <= set(members)
     ends = {pid: _pipe_ends(pid, inode) for pid in members}
     assert ends.pop(grandchild) == []  # a program a connector executes: neither end
-    assert ends and all(found == ["r"] for found in ends.values()), ends
+    # Connector hosts are armed in the kernel (no thread); admin, logger, supervisor watch with one.
+    assert {pid: ends.pop(pid) for pid in hosts} == {pid: ["r+async"] for pid in hosts}
+    assert len(ends) == 3 and all(found == ["r"] for found in ends.values()), ends
+
+
+def test_a_process_armed_in_the_kernel_is_killed_by_it_without_a_thread(monkeypatch) -> None:
+    monkeypatch.setattr(lifeline, "SWEEPER_DEPTH", 0)  # the first fork is armed like a host
+    line = lifeline.Lifeline()
+    try:
+        with lifeline.forking(line):
+            pid = os.fork()
+        if pid == 0:  # the child: a watcher thread must not be what kills it
+            if threading.active_count() == 1:
+                time.sleep(GONE_BOUND * 3)
+            os._exit(3)
+        inode = os.fstat(line.read_fd).st_ino
+        wait_for(lambda: _pipe_ends(pid, inode) == ["r+async"], GONE_BOUND, "the child armed")
+        line.cut()
+        deadline = time.monotonic() + GONE_BOUND
+        while (done := os.waitpid(pid, os.WNOHANG)) == (0, 0) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if done == (0, 0):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        assert done[0] == pid and os.WIFSIGNALED(done[1]) and os.WTERMSIG(done[1]) == signal.SIGKILL
+    finally:
+        line.cut()
 
 
 def test_cutting_the_lifeline_ends_a_system_whose_supervisor_died_first(start_runtime, kit) -> None:
