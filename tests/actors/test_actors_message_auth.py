@@ -139,6 +139,34 @@ def test_a_frame_tagged_with_another_key_is_refused(start_runtime, kit, tmp_path
     assert runtime.run("check").ok
 
 
+ANOTHER_RUN = textwrap.dedent(
+    """
+    import sys
+    from servo_actors.actors import message_auth
+    message_auth.ensure_key()  # that run's own random key
+    payload = bytes.fromhex(sys.argv[1])
+    print(message_auth.authenticated_frame(payload, serialize=lambda raw: raw).hex())
+    """
+)
+
+
+def test_a_frame_recorded_from_another_servo_run_is_refused(start_runtime, kit, tmp_path) -> None:
+    """What a dead servo's actor would still send to a port this run reuses."""
+    runtime = start_runtime(kit.chaos("a"))
+    target = tmp_path / "replayed"
+    payload = pickle.dumps(CreatesFile(target))
+    made = subprocess.run(
+        [sys.executable, "-c", ANOTHER_RUN, payload.hex()], capture_output=True, text=True, timeout=60
+    )
+    assert made.returncode == 0, made.stderr
+    recorded = bytes.fromhex(made.stdout.strip())
+    assert recorded.endswith(payload)  # a well-formed frame of that run
+    ports, still_open = attack_everything(runtime, lambda port: recorded)
+    assert len(ports) >= 5 and still_open == []
+    assert not target.exists()
+    assert runtime.run("check").ok
+
+
 def test_the_same_frame_with_this_runs_tag_is_executed(start_runtime, kit, tmp_path) -> None:
     """The control: the attack above is real, and the tag is all that stops it."""
     runtime = start_runtime(kit.chaos("a"))
