@@ -162,6 +162,11 @@ def _report_refusal(peer: str, reason: str) -> None:
         logging.getLogger(__name__).warning("%s", text)
 
 
+def reset_refusal_reports() -> None:
+    """The next refusal is logged at once (a new actor system logs to a new run directory)."""
+    _refusals.update(last_logged=float("-inf"), unlogged=0)
+
+
 def _fresh_refusal_count() -> None:
     # A forked process logs its own first refusal, whatever its parent logged recently.
     global _refusal_lock

@@ -252,6 +252,7 @@ class ActorSystemHandle:
         # Thespian caches its log path on first use; forget it so this system logs to its run dir.
         utilis._thesplog_file = None
         utilis._thesplog_old_file = None
+        message_auth.reset_refusal_reports()
         line = lifeline.Lifeline()
         try:
             self._start_admin(line)
