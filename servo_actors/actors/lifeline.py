@@ -92,12 +92,15 @@ def watching() -> bool:
 
 
 def _end_of_everything() -> None:
-    me, sid = os.getpid(), os.getsid(0)
-    # Never the servo's own session: a process forked before setsid (Thespian's daemonizing
-    # intermediate) is still in it, and that session may hold the user's shell.
-    if sid > 1 and sid != _owner_sid:
-        processes.kill_session(sid, exclude=(me,), timeout=SWEEP_TIMEOUT, own=True)
-    os.kill(me, signal.SIGKILL)
+    me = os.getpid()
+    try:
+        sid = os.getsid(0)
+        # Never the servo's own session: a process forked before setsid (Thespian's daemonizing
+        # intermediate) is still in it, and that session may hold the user's shell.
+        if sid > 1 and sid != _owner_sid:
+            processes.kill_session(sid, exclude=(me,), timeout=SWEEP_TIMEOUT, own=True)
+    finally:
+        os.kill(me, signal.SIGKILL)
 
 
 def _watch(fd: int) -> None:

@@ -78,6 +78,7 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("thespian.system.addressManager", "ActorLocalAddress.__init__", ("addressInstanceNum",), "child bookkeeping"),
     # system.ActorSystemHandle
     Internal("thespian.actors", "ActorSystem._startupActorSys", ("_systemBase",), "closing this process's endpoint"),
+    Internal("thespian.system.systemBase", "systemBase.__init__", ("transport",), "closing this process's endpoint"),
     Internal("thespian.system.utilis", "_thesplog_file", why="the run directory's thespian.log"),
     Internal("thespian.system.utilis", "_thesplog_old_file", why="the run directory's thespian.log"),
     Internal("thespian.system.utilis", "thesplog", why="logging refused messages"),
