@@ -102,23 +102,30 @@ class Servo:
             cwd=tmp_path,
         )
         self.server = server
+        self.actors: dict[str, Any] = {}
 
     def sleeping(self) -> bool:
         history = self.server.state()["history"]
         return any((entry.get("reply") or {}).get("cmd") == "SLEEP" for entry in history)
 
-    def actor_processes(self) -> dict[str, Any]:
-        """admin, logger, supervisor (PIDs) and hosts (PIDs) of this servo's actor system."""
+    def actor_processes(self) -> dict[str, Any] | None:
+        """admin, logger, supervisor and the two hosts of this servo's actor system (PIDs), once all run.
+
+        The admin is the member whose parent is not a member (Thespian's daemonizing parent has
+        exited); under it the logger and the supervisor, which is the parent of the hosts.
+        """
         servo_sid = os.getsid(self.proc.pid)
         members = {pid: processes.proc_stat(pid) for pid in marked_pids(self.marker)}
         members = {pid: stat for pid, stat in members.items() if stat is not None and stat.sid != servo_sid}
         admin = [pid for pid, stat in members.items() if stat.ppid not in members]
-        assert len(admin) == 1, members
+        if len(admin) != 1:
+            return None
         under_admin = [pid for pid, stat in members.items() if stat.ppid == admin[0]]
         hosts = {pid: stat.ppid for pid, stat in members.items() if stat.ppid in under_admin}
-        supervisor = {ppid for ppid in hosts.values()}
-        assert len(supervisor) == 1 and len(hosts) == 2, members
+        supervisor = set(hosts.values())
         logger = [pid for pid in under_admin if pid not in supervisor]
+        if len(supervisor) != 1 or len(hosts) != 2 or len(logger) != 1:
+            return None
         return {"admin": admin[0], "logger": logger[0], "supervisor": supervisor.pop(), "hosts": sorted(hosts)}
 
     def close(self) -> list[int]:
@@ -143,7 +150,7 @@ def servo(tmp_path: Path) -> Iterator[Callable[[], Servo]]:
         servo = Servo(tmp_path, server)
         started.append(servo)
         wait_for(servo.sleeping, READY_BOUND, "the servo's first SLEEP")
-        wait_for(lambda: len(servo.actor_processes()["hosts"]) == 2, READY_BOUND, "two connector hosts")
+        servo.actors = wait_for(servo.actor_processes, READY_BOUND, "admin, logger, supervisor, two hosts")
         return servo
 
     yield start
@@ -161,9 +168,8 @@ def _kill_and_wait(pid: int) -> None:
 @pytest.mark.parametrize("first", ["supervisor", "admin", None])
 def test_every_process_follows_the_servo_whatever_died_first(servo, first: str | None) -> None:
     running = servo()
-    actors = running.actor_processes()
     if first is not None:
-        _kill_and_wait(actors[first])
+        _kill_and_wait(running.actors[first])
         time.sleep(0.5)  # the servo sleeps on, unaware; the survivors must not depend on its noticing
         assert running.proc.poll() is None
         assert marked_pids(running.marker), "the double fault needs survivors to test"
