@@ -55,11 +55,12 @@ _key: bytes | None = None
 _mac_start: Any = None
 _in_use = False
 _patched = False
-_refusals = {"last_logged": float("-inf"), "unlogged": 0, "total": 0}
+_refusals = {"last_logged": float("-inf"), "unlogged": 0}
 _refusal_lock = threading.Lock()
 
 
 def key_installed() -> bool:
+    """Whether this process has its message key (random or installed) yet."""
     return _key is not None
 
 
@@ -100,16 +101,17 @@ def key_from_file(path: str | os.PathLike[str]) -> bytes:
     where = Path(path)
     try:
         info = where.stat()
+        # Checked before reading: a FIFO would block the read, and a key others can read is no key.
+        if not stat.S_ISREG(info.st_mode):
+            raise SupervisorError(f"secret file {where}: not a regular file")
+        if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise SupervisorError(
+                f"secret file {where}: other users may access it (mode {stat.S_IMODE(info.st_mode):04o}); "
+                "chmod 600 it"
+            )
         raw = where.read_bytes().strip()
     except OSError as exc:
         raise SupervisorError(f"secret file {where}: cannot be read ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise SupervisorError(f"secret file {where}: not a regular file")
-    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise SupervisorError(
-            f"secret file {where}: other users may access it (mode {stat.S_IMODE(info.st_mode):04o}); "
-            "chmod 600 it"
-        )
     if len(raw) < KEY_BYTES:
         raise SupervisorError(f"secret file {where}: holds {len(raw)} bytes; a key needs at least {KEY_BYTES}")
     return raw
@@ -134,14 +136,8 @@ def _authentic(body: bytes) -> bool:
     return hmac.compare_digest(view[:TAG_BYTES], _tag(view[TAG_BYTES:]))
 
 
-def refused_total() -> int:
-    """Frames this process refused so far."""
-    return int(_refusals["total"])
-
-
 def _report_refusal(peer: str, reason: str) -> None:
     with _refusal_lock:
-        _refusals["total"] += 1
         now = time.monotonic()
         if now - _refusals["last_logged"] < REFUSAL_LOG_INTERVAL:
             _refusals["unlogged"] += 1
@@ -171,7 +167,7 @@ def _fresh_refusal_count() -> None:
     # A forked process logs its own first refusal, whatever its parent logged recently.
     global _refusal_lock
     _refusal_lock = threading.Lock()
-    _refusals.update(last_logged=float("-inf"), unlogged=0, total=0)
+    _refusals.update(last_logged=float("-inf"), unlogged=0)
 
 
 os.register_at_fork(after_in_child=_fresh_refusal_count)

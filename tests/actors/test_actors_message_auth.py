@@ -232,6 +232,10 @@ def test_a_key_file_must_be_private_and_long_enough(tmp_path: Path) -> None:
     assert "short" not in str(caught.value)
     path.write_bytes(b"k" * 48 + b"\n")
     assert message_auth.key_from_file(path) == b"k" * 48
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo, 0o600)
+    with pytest.raises(SupervisorError, match="not a regular file"):
+        message_auth.key_from_file(fifo)
 
 
 SHARED_KEY_SERVO = textwrap.dedent(
