@@ -164,10 +164,11 @@ def reset_refusal_reports() -> None:
 
 
 def _fresh_refusal_count() -> None:
-    # A forked process logs its own first refusal, whatever its parent logged recently.
+    # A forked process logs its own first refusal, whatever its parent logged recently; the lock
+    # may have been held by another thread of the parent at the fork.
     global _refusal_lock
     _refusal_lock = threading.Lock()
-    _refusals.update(last_logged=float("-inf"), unlogged=0)
+    reset_refusal_reports()
 
 
 os.register_at_fork(after_in_child=_fresh_refusal_count)
