@@ -59,10 +59,6 @@ class Lifeline:
         self._cut = False
         _held.append(self)
 
-    @property
-    def cut_already(self) -> bool:
-        return self._cut
-
     def cut(self) -> None:
         """Close both ends here: every process holding the read end sees end-of-file and dies."""
         if self._cut:
@@ -84,11 +80,6 @@ def forking(lifeline: Lifeline) -> Iterator[None]:
         yield
     finally:
         _forking = None
-
-
-def watching() -> bool:
-    """Whether this process is an actor process on a lifeline."""
-    return _watched_fd is not None
 
 
 def _end_of_everything() -> None:
