@@ -5,8 +5,12 @@ Thespian facts this module works around (architecture.md, measured with 4.0.1):
 - Every socket binds ``0.0.0.0`` whatever ``THESPIAN_BASE_IPADDR`` says, and accepts pickled
   messages without authentication. ``_patch_thespian`` makes a wildcard listen bind bind
   127.0.0.1 instead (one property of ``IPActorAddress``); the environment variable makes the
-  advertised addresses loopback too. The patch is applied in this process before the admin is
-  forked, so every actor process inherits it.
+  advertised addresses loopback too; and every message carries an HMAC under this run's key,
+  checked before anything is unpickled (``message_auth``). The patches are applied in this
+  process before the admin is forked, so every actor process inherits them, after a self-check
+  that the internals they touch are all there (``thespian_internals``).
+- When this process dies, every process of the system follows, whatever died first: each holds
+  the read end of a pipe only this process can write to (``lifeline``).
 - The admin daemonizes (``setsid`` in an intermediate child, then a second fork): every process
   of the system shares that session, which is how ``kill`` finds all of it and nothing else.
   The intermediate child is our direct child and a session leader: that is how we learn the
@@ -33,14 +37,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from servo_actors.actors import processes
+from servo_actors.actors import lifeline, message_auth, processes
+from servo_actors.actors.thespian_internals import check_thespian
 from servo_actors.errors import SupervisorError
 
 LOOPBACK = "127.0.0.1"
 TRANSMIT_TIMEOUT = timedelta(seconds=5)
+"""Thespian gives up on an undeliverable message after this (its default is 5 minutes)."""
 LISTEN_BACKLOG = 1024
 """Listen queue of every actor's socket (Thespian: 100; the kernel caps it at net.core.somaxconn)."""
-"""Thespian gives up on an undeliverable message after this (its default is 5 minutes)."""
 KILL_TIMEOUT = 2.0
 """Seconds ``kill`` waits for SIGKILLed processes to disappear before reporting survivors."""
 THESPIAN_LOG_NAME = "thespian.log"
@@ -57,11 +62,16 @@ _patched = False
 
 
 def _patch_thespian() -> None:
-    """Loopback-only listen binds, exit-code capture, short transmit timeout, deeper listen queue.
+    """Loopback-only listen binds, exit-code capture, short transmit timeout, deeper listen queue,
+    authenticated messages.
 
-    Idempotent.
+    Checks the Thespian internals first (SupervisorError naming what is missing), every time: the
+    patches are applied once, but a later start must not run on internals that changed since.
     """
     global _patched
+    check_thespian()
+    message_auth.ensure_key()
+    message_auth.patch_transport()
     if _patched:
         return
     import thespian.system.transport as transport
@@ -221,6 +231,7 @@ class ActorSystemHandle:
         self.admin_port: int | None = None
         self.session_id: int | None = None
         self._asys: Any = None
+        self._lifeline: lifeline.Lifeline | None = None
 
     @property
     def running(self) -> bool:
@@ -234,7 +245,6 @@ class ActorSystemHandle:
         """Start the admin (forked from this process) on a fresh loopback port."""
         _patch_thespian()
         import thespian.system.utilis as utilis
-        from thespian.actors import ActorSystem
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
         os.environ["THESPIAN_BASE_IPADDR"] = LOOPBACK
@@ -242,12 +252,24 @@ class ActorSystemHandle:
         # Thespian caches its log path on first use; forget it so this system logs to its run dir.
         utilis._thesplog_file = None
         utilis._thesplog_old_file = None
+        message_auth.reset_refusal_reports()
+        line = lifeline.Lifeline()
+        try:
+            self._start_admin(line)
+        except BaseException:
+            line.cut()
+            raise
+        self._lifeline = line
+
+    def _start_admin(self, line: lifeline.Lifeline) -> None:
+        from thespian.actors import ActorSystem
+
         last_error: Exception | None = None
         for _attempt in range(ADMIN_PORT_ATTEMPTS):
             before = _session_leader_children()
             port = free_loopback_port()
             try:
-                with _quiet_forked_admin():
+                with _quiet_forked_admin(), lifeline.forking(line):
                     asys = ActorSystem(
                         "multiprocTCPBase",
                         {"Admin Port": port, "Process Startup Method": "fork"},
@@ -292,6 +314,10 @@ class ActorSystemHandle:
     def kill(self, timeout: float = KILL_TIMEOUT) -> list[int]:
         """SIGKILL every process of the system and release this side's socket; survivors returned."""
         survivors: list[int] = []
+        if self._lifeline is not None:
+            # Every process of the system now sees end-of-file and kills itself and its session.
+            self._lifeline.cut()
+            self._lifeline = None
         if self.session_id is not None:
             survivors = processes.kill_session(self.session_id, timeout=timeout)
             self._reap(self.session_id)
