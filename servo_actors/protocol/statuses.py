@@ -28,6 +28,8 @@ MAX_REASON_CHARS = 64
 """Longest reason word sent; a longer text is cut (the whole text stays in the message)."""
 MAX_QUOTED_CHARS = 200
 """How much of an unusable status or reason text is quoted in the message."""
+MAX_MESSAGE_CHARS = 8192
+"""Longest message of a failed result: a sentence for people, not a dump (longer ones are cut)."""
 
 _WORD = re.compile(WORD_PATTERN)
 _NOT_WORD_CHARS = re.compile(r"[^A-Za-z0-9_.:-]+")
@@ -68,6 +70,8 @@ def normalise_failure(status: Any, reason: Any, message: Any) -> tuple[str, str,
     if word != reason:
         notes.append(f"reason was {_quoted(reason)}")
     text = message if isinstance(message, str) else (None if message is None else _quoted(message))
+    if text is not None and len(text) > MAX_MESSAGE_CHARS:
+        text = text[: MAX_MESSAGE_CHARS - 3] + "..."
     if notes:
         note = "; ".join(notes)
         text = f"{text} ({note})" if text else note[0].upper() + note[1:]
