@@ -28,6 +28,7 @@ from servo_actors.actors import Operation, OperationResult, ServoRuntime
 from servo_actors.config import ServoConfig
 from servo_actors.connectors import Control
 from servo_actors.errors import ConfigError, ProtocolError, ServoError, SupervisorError
+from servo_actors.identity import IdentityGuard
 from servo_actors.progress import ProgressSchedule
 from servo_actors.protocol.client import OptimizerClient
 from servo_actors.protocol.models import (
@@ -85,6 +86,7 @@ class Runner:
         self._stop_reason: str | None = None
         self.runtime: ServoRuntime | None = None
         self.client: OptimizerClient | None = None
+        self.identity: IdentityGuard | None = None
 
     # --- public -------------------------------------------------------------------------------
 
@@ -102,6 +104,8 @@ class Runner:
                 self.runtime.stop()
             if self.client is not None:
                 self.client.close()
+            if self.identity is not None:
+                self.identity.release()
             self.signals.restore()
 
     def request_stop(self, reason: str = "shutdown") -> None:
@@ -267,8 +271,14 @@ class Runner:
 
     def _new_client(self, config: ServoConfig) -> OptimizerClient:
         assert config.optimizer is not None
+        # Two servos of one identity livelock: the guard notices, says so and slows the polls.
+        self.identity = IdentityGuard.for_config(config, previous=self.identity)
         return OptimizerClient(
-            config.optimizer, config.settings, servo_uid=config.servo_uid, stop=self.signals.stop
+            config.optimizer,
+            config.settings,
+            servo_uid=config.servo_uid,
+            stop=self.signals.stop,
+            watcher=self.identity,
         )
 
     def _notify(self, what: str, detail: dict[str, Any]) -> None:

@@ -39,7 +39,12 @@ def summarize_body(value: Any) -> tuple[dict[str, Any], int]:
     """``(summary, size)``: ``{"bytes", "sha256", "prefix"}`` of ``value`` as JSON; size is 0 if
     it cannot be JSON (nested past ``MAX_NESTING``), whose summary then says why."""
     if nested_deeper_than(value, MAX_NESTING):
-        return {"bytes": None, "sha256": None, "prefix": None, "problem": f"nested deeper than {MAX_NESTING}"}, 0
+        return {
+            "bytes": None,
+            "sha256": None,
+            "prefix": None,
+            "problem": f"nested deeper than {MAX_NESTING}",
+        }, 0
     encoded = json.dumps(value, separators=(",", ":"), default=repr).encode()
     summary = {
         "bytes": len(encoded),
@@ -88,7 +93,9 @@ class RequestHistory:
             self.seen += 1
             self._entries.append((entry, kept))
             self._kept_bytes += kept
-            while self._entries and (len(self._entries) > self.limit or self._kept_bytes > self.max_kept_bytes):
+            while self._entries and (
+                len(self._entries) > self.limit or self._kept_bytes > self.max_kept_bytes
+            ):
                 _, size = self._entries.popleft()
                 self._kept_bytes -= size
                 self.dropped += 1
@@ -107,7 +114,9 @@ class RequestHistory:
             self._kept_bytes += sum(size for _, size in previous)
             self.seen += seen
             self.dropped += dropped
-            while self._entries and (len(self._entries) > self.limit or self._kept_bytes > self.max_kept_bytes):
+            while self._entries and (
+                len(self._entries) > self.limit or self._kept_bytes > self.max_kept_bytes
+            ):
                 _, size = self._entries.popleft()
                 self._kept_bytes -= size
                 self.dropped += 1

@@ -46,7 +46,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import requests
 from pydantic import SecretStr
@@ -103,6 +103,18 @@ class _Outcome:
     sent_bytes: int = 0
 
 
+class AnswerWatcher(Protocol):
+    """Told of the optimizer's answers to progress and result posts; asked before each poll.
+
+    ``identity.IdentityGuard`` is one: a streak of ``unexpected cmd_uid`` answers means another
+    servo has this one's identity, and polls then wait ``poll_delay()`` seconds.
+    """
+
+    def observe(self, event: str, param: dict[str, Any] | None, reply: OptimizerStatus | None) -> None: ...
+
+    def poll_delay(self) -> float: ...
+
+
 def auth_headers(token: SecretStr | None) -> dict[str, str]:
     """The token header in its three forms (protocol.md). ConfigError (without the token) if unusable.
 
@@ -134,6 +146,7 @@ class OptimizerClient:
 
     ``token``: the token as a SecretStr; when None, ``read_token(optimizer)`` resolves it (the
     config's ``token`` or ``token_file``). ``stop``: set it to end every wait at once.
+    ``watcher``: told of answers, asked before each poll (``AnswerWatcher``).
     """
 
     def __init__(
@@ -146,6 +159,7 @@ class OptimizerClient:
         stop: threading.Event | None = None,
         gone_wait: float = GONE_WAIT,
         rng: random.Random | None = None,
+        watcher: AnswerWatcher | None = None,
     ) -> None:
         if token is None:
             token = read_token(optimizer)
@@ -154,6 +168,7 @@ class OptimizerClient:
         self.settings = settings
         self.policy = BackoffPolicy.from_config(settings.backoff)
         self.gone_wait = gone_wait
+        self.watcher = watcher
         self._stop = stop if stop is not None else threading.Event()
         self._rng = rng if rng is not None else random.Random()
         self._secret = token.get_secret_value().strip() if token is not None else None
@@ -183,6 +198,9 @@ class OptimizerClient:
 
     def whats_next(self) -> Command | None:
         """Poll until the optimizer gives a command. Never gives up; None only once ``stop`` is set."""
+        delay = self.watcher.poll_delay() if self.watcher is not None else 0.0
+        if delay > 0 and self._stop.wait(delay):
+            return None
         reply = self._post_until_answered(Event.WHATS_NEXT, None, gives_up=False)
         return None if isinstance(reply, OptimizerStatus) else reply
 
@@ -193,7 +211,9 @@ class OptimizerClient:
         stopped, or an unreadable reply. Treat None like ``ok``: poll again.
         """
         reply = self._post_until_answered(event, param, gives_up=True)
-        return reply if isinstance(reply, OptimizerStatus) else None
+        status = reply if isinstance(reply, OptimizerStatus) else None
+        self._observed(event, param, status)
+        return status
 
     def post_progress(self, event: str, progress: dict[str, Any]) -> OptimizerStatus | None:
         """Post progress; the status (``ok``, ``cancel``...), or None if not delivered in time.
@@ -210,6 +230,7 @@ class OptimizerClient:
             if outcome.kind == "ok":
                 outcome = self._read_reply(outcome, expect=OptimizerStatus)
                 if outcome.kind == "ok":
+                    self._observed(event, progress, outcome.body)
                     return outcome.body
             if outcome.kind != "retry":
                 self._log_failure(event, outcome, None)
@@ -236,6 +257,10 @@ class OptimizerClient:
                 return outcome.body
         log.warning("GOODBYE to %s not delivered: %s", self.url, outcome.problem)
         return None
+
+    def _observed(self, event: str, param: dict[str, Any] | None, reply: OptimizerStatus | None) -> None:
+        if self.watcher is not None:
+            self.watcher.observe(event, param, reply)
 
     # --- retries ---------------------------------------------------------------------------------
 
@@ -301,7 +326,12 @@ class OptimizerClient:
         elif outcome.kind == "rejected":
             dropped = "" if then else "; dropped: the same body would be refused again"
             log.error(
-                "%s refused: %s (request body %d bytes)%s%s", where, outcome.problem, outcome.sent_bytes, dropped, then
+                "%s refused: %s (request body %d bytes)%s%s",
+                where,
+                outcome.problem,
+                outcome.sent_bytes,
+                dropped,
+                then,
             )
         elif outcome.kind == "unsendable":
             log.error("%s not sent: %s", where, outcome.problem)
@@ -409,7 +439,9 @@ class OptimizerClient:
             except ValueError:
                 return _Outcome("bad-reply", code, None, f"the reply is not JSON: {self._snippet(content)!r}")
             except RecursionError:
-                return _Outcome("bad-reply", code, None, f"the reply is nested deeper than {MAX_NESTING} levels")
+                return _Outcome(
+                    "bad-reply", code, None, f"the reply is nested deeper than {MAX_NESTING} levels"
+                )
         problem = f"HTTP {code} {response.reason or ''}".rstrip()
         snippet = self._snippet(content)
         if snippet:
@@ -446,4 +478,11 @@ def _read_bounded(response: requests.Response) -> bytes | None:
     return b"".join(chunks)
 
 
-__all__ = ["GONE_WAIT", "GOODBYE_TIMEOUT", "MAX_REPLY_BYTES", "OptimizerClient", "auth_headers"]
+__all__ = [
+    "GONE_WAIT",
+    "GOODBYE_TIMEOUT",
+    "MAX_REPLY_BYTES",
+    "AnswerWatcher",
+    "OptimizerClient",
+    "auth_headers",
+]

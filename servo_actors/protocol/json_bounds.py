@@ -59,9 +59,7 @@ def _finite_point(point: Any) -> bool:
     return not isinstance(point, list | tuple) or all(_finite(part) for part in point)
 
 
-def finite_measurement(
-    metrics: Any, annotations: Any
-) -> tuple[Any, Any, str | None]:
+def finite_measurement(metrics: Any, annotations: Any) -> tuple[Any, Any, str | None]:
     """``(metrics, annotations, note)`` with every non-finite value dropped.
 
     A series keeps its finite points; a single reading (``value``) that is not finite drops its
