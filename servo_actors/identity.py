@@ -7,7 +7,7 @@ cmd_uid``), and without a word in the log both spin forever. ``IdentityGuard`` n
   (``$XDG_RUNTIME_DIR/servo-actors``, else ``/tmp/servo-actors-UID``, mode 0700). A second servo
   of the same identity on this machine is told at once, with the PID holding it.
 - from the optimizer's answers, anywhere: ``CONFLICT_STREAK`` consecutive commands whose posts
-  were answered ``invalid`` / ``unexpected cmd_uid``.
+  were answered ``invalid`` / ``unexpected cmd_uid`` (with no result taken in between).
 
 While a conflict lasts the servo says so (an error, once) and polls at most every
 ``backoff.max`` (lengthened by jitter, so two servos drift apart and one gets through); the first
@@ -235,6 +235,11 @@ class IdentityGuard:
             return
         uid = (param or {}).get("cmd_uid")
         refused = reply.status == "invalid" and "cmd_uid" in (reply.reason or "")
+        # Only a result the optimizer takes ends a streak: a stolen command's first progress posts
+        # are answered ok too, before the other servo's poll takes the command away.
+        is_result = isinstance(param, dict) and "status" in param
+        if not refused and not is_result:
+            return
         with self._lock:
             if not refused:
                 self._streak = 0
