@@ -40,7 +40,6 @@ client may be used from several threads (requests' connection pool is thread-saf
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import random
 import threading
@@ -56,7 +55,7 @@ from servo_actors.config.models import OptimizerConfig, Settings
 from servo_actors.config.secrets import read_token
 from servo_actors.errors import ConfigError, ProtocolError
 from servo_actors.protocol.backoff import MIN_DELAY, BackoffPolicy, RetrySchedule, refusal_delay
-from servo_actors.protocol.json_bounds import MAX_NESTING
+from servo_actors.protocol.json_bounds import decode_reply
 from servo_actors.protocol.models import (
     Command,
     Event,
@@ -432,16 +431,11 @@ class OptimizerClient:
     def _classify(self, response: requests.Response, content: bytes | None) -> _Outcome:
         code = response.status_code
         if 200 <= code < 300:
-            if content is None:
-                return _Outcome("bad-reply", code, None, f"the reply is larger than {MAX_REPLY_BYTES} bytes")
             try:
-                return _Outcome("ok", code, json.loads(content))
-            except ValueError:
-                return _Outcome("bad-reply", code, None, f"the reply is not JSON: {self._snippet(content)!r}")
-            except RecursionError:
-                return _Outcome(
-                    "bad-reply", code, None, f"the reply is nested deeper than {MAX_NESTING} levels"
-                )
+                return _Outcome("ok", code, decode_reply(content, MAX_REPLY_BYTES))
+            except ValueError as exc:
+                shown = f": {self._snippet(content)!r}" if content is not None else ""
+                return _Outcome("bad-reply", code, None, f"{exc}{shown}")
         problem = f"HTTP {code} {response.reason or ''}".rstrip()
         snippet = self._snippet(content)
         if snippet:

@@ -41,6 +41,26 @@ def nested_deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
+def decode_reply(content: bytes | None, limit: int) -> Any:
+    """The JSON value of a reply body of at most ``limit`` bytes (None: it was longer).
+
+    ValueError, whose message says what is wrong, for anything else: too large, not JSON (``NaN``
+    included: the protocol is JSON), nested past what the decoder's recursion allows.
+    """
+    if content is None or len(content) > limit:
+        raise ValueError(f"the reply is larger than {limit} bytes")
+    try:
+        return json.loads(content, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError(f"the reply is nested deeper than {MAX_NESTING} levels") from None
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ValueError(f"the reply is not JSON ({str(exc)[:120]})") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def encode_body(body: Any) -> bytes:
     """``body`` as strict JSON bytes. ValueError (not JSON: NaN, infinity, a non-JSON type, too deep)."""
     if nested_deeper_than(body, MAX_NESTING):
@@ -110,4 +130,11 @@ def finite_measurement(metrics: Any, annotations: Any) -> tuple[Any, Any, str | 
     return cleaned, annotations, note
 
 
-__all__ = ["DROPPED_ANNOTATION", "MAX_NESTING", "encode_body", "finite_measurement", "nested_deeper_than"]
+__all__ = [
+    "DROPPED_ANNOTATION",
+    "MAX_NESTING",
+    "decode_reply",
+    "encode_body",
+    "finite_measurement",
+    "nested_deeper_than",
+]
