@@ -61,10 +61,31 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+def first_non_finite(value: Any) -> str | None:
+    """Where in ``value`` the first NaN or infinity is (``"a.0.b"``), or None. Iterative.
+
+    Needed before pydantic dumps a message: in JSON mode it turns NaN under ``Any`` into ``null``,
+    silently, so a strict encoder after it sees nothing wrong.
+    """
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return path or "(the value itself)"
+        if isinstance(item, dict):
+            stack.extend((child, f"{path}.{key}" if path else str(key)) for key, child in item.items())
+        elif isinstance(item, list | tuple):
+            stack.extend((child, f"{path}.{n}" if path else str(n)) for n, child in enumerate(item))
+    return None
+
+
 def encode_body(body: Any) -> bytes:
     """``body`` as strict JSON bytes. ValueError (not JSON: NaN, infinity, a non-JSON type, too deep)."""
     if nested_deeper_than(body, MAX_NESTING):
         raise ValueError(f"nested deeper than {MAX_NESTING} levels")
+    where = first_non_finite(body)
+    if where is not None:
+        raise ValueError(f"{where} is not a finite number (NaN or infinity)")
     try:
         return json.dumps(body, allow_nan=False, separators=(",", ":")).encode()
     except (TypeError, RecursionError) as exc:
@@ -136,5 +157,6 @@ __all__ = [
     "decode_reply",
     "encode_body",
     "finite_measurement",
+    "first_non_finite",
     "nested_deeper_than",
 ]

@@ -41,7 +41,13 @@ from pydantic import (
 
 from servo_actors.config.models import Duration
 from servo_actors.errors import ProtocolError
-from servo_actors.protocol.json_bounds import MAX_NESTING, encode_body, finite_measurement, nested_deeper_than
+from servo_actors.protocol.json_bounds import (
+    MAX_NESTING,
+    encode_body,
+    finite_measurement,
+    first_non_finite,
+    nested_deeper_than,
+)
 from servo_actors.protocol.statuses import WORD_PATTERN, normalise_failure
 
 # SLEEP without a duration sleeps this long (protocol.md).
@@ -497,20 +503,32 @@ def _json_ready(built: BaseModel, what: str | None) -> dict[str, Any]:
     return wire
 
 
+def _refuse_non_finite(value: Any, what: str | None) -> None:
+    # Before pydantic dumps it: in JSON mode it would write NaN under Any as null, silently.
+    where = first_non_finite(value)
+    if where is not None:
+        path = f"{what}.{where}" if what else where
+        raise ProtocolError("is not a finite number (NaN or infinity): not JSON", field=path)
+
+
 def _build(model: type[BaseModel], fields: dict[str, Any], what: str) -> dict[str, Any]:
     # Drop unset optionals so the wire carries only what the caller gave.
-    built = validate(model, {k: v for k, v in fields.items() if v is not None}, field=what)
+    fields = {k: v for k, v in fields.items() if v is not None}
+    _refuse_non_finite(fields, what)
+    built = validate(model, fields, field=what)
     return _json_ready(built, what)
 
 
 def envelope(event: str, param: dict[str, Any] | None, servo_uid: str | None) -> dict[str, Any]:
     """A request body: ``{"event", "param", "servo_uid"}``, ready for ``encode_body``."""
+    _refuse_non_finite(param, "param")
     built = validate(Envelope, {"event": event, "param": param, "servo_uid": servo_uid})
     return _json_ready(built, None)
 
 
 def request_body(event: str, param: dict[str, Any] | None, servo_uid: str | None) -> bytes:
     """The bytes of a request: the envelope as strict JSON (no NaN). ProtocolError if it cannot be."""
+    _refuse_non_finite(param, "param")
     built = validate(Envelope, {"event": event, "param": param, "servo_uid": servo_uid})
     try:
         return encode_body(to_wire(built))

@@ -279,7 +279,11 @@ def test_result_builders_from_plain_dicts() -> None:
             lambda: description_result(
                 "c", components={"web": {"settings": {"x": {"value": float("nan")}}}}, metrics={}
             ),
-            "param",
+            "param.descriptor.application.components.web.settings.x.value",
+        ),
+        (
+            lambda: measurement_result("c", metrics={}, annotations={"a": {"b": [float("inf")]}}),
+            "param.annotations.a.b.0",
         ),
     ],
 )
