@@ -19,7 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
+from servo_actors.config.models import ServoConfig
+from servo_actors.identity import CONFLICT_STREAK, IdentityGuard, check_identity, runtime_dir
 from servo_actors.optimizer.scripted import ScriptedDriver
+from servo_actors.protocol.models import OptimizerStatus
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -237,3 +240,66 @@ def test_check_says_no_servo_of_this_identity_runs(kit, tmp_path, monkeypatch) -
     identity = json.loads(checked.stdout)["data"]["checks"][-1]
     assert (identity["connector"], identity["name"], identity["success"]) == ("servo", "identity", True)
     assert "no servo with this identity runs here" in identity["message"]
+
+
+# --- the identity guard on its own (no processes) -------------------------------------------------
+
+
+def _identity_config(servo_uid: str | None = "twin") -> ServoConfig:
+    return ServoConfig.model_validate(
+        {"optimizer": {"id": APP, "base_url": "http://127.0.0.1:9"}, "servo_uid": servo_uid}
+    )
+
+
+def test_a_second_guard_of_one_identity_is_told_and_takes_over_when_the_first_goes(
+    tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    config = _identity_config()
+    first = IdentityGuard.for_config(config)
+    assert first.conflict is None
+    assert check_identity(config)[0] is True and "runs here" in check_identity(config)[1]
+    second = IdentityGuard.for_config(config)
+    assert second.conflict is not None and f"pid {os.getpid()}" in second.conflict
+    assert second.poll_delay() >= config.settings.backoff.max
+    # Another servo_uid is another identity: no conflict.
+    other = IdentityGuard.for_config(_identity_config("other"))
+    assert other.conflict is None
+    first.release()
+    assert second.poll_delay() == 0.0 and second.conflict is None  # took the lock on its next poll
+    second.release()
+    other.release()
+    assert _lock_files(tmp_path) == []
+
+
+def test_check_fails_while_the_running_servo_reports_a_conflict(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    config = _identity_config(None)
+    guard = IdentityGuard.for_config(config)
+    refused = OptimizerStatus(status="invalid", reason="unexpected cmd_uid")
+    for n in range(CONFLICT_STREAK):
+        guard.observe("MEASUREMENT", {"progress": 5, "cmd_uid": f"c{n}"}, refused)
+        guard.observe("MEASUREMENT", {"progress": 9, "cmd_uid": f"c{n}"}, refused)  # counts once
+        assert (guard.conflict is None) == (n < CONFLICT_STREAK - 1)
+    success, message = check_identity(config)
+    assert not success and "unexpected cmd_uid" in message and f"pid {os.getpid()}" in message
+    # Progress answered ok does not end it (a stolen command's first posts are ok too); a result does.
+    guard.observe("MEASUREMENT", {"progress": 5, "cmd_uid": "c9"}, OptimizerStatus(status="ok"))
+    assert guard.conflict is not None
+    taken = {"status": "ok", "reason": "success", "cmd_uid": "c9"}
+    guard.observe("MEASUREMENT", taken, OptimizerStatus(status="ok"))
+    assert guard.conflict is None and guard.poll_delay() == 0.0
+    assert check_identity(config)[0] is True
+    guard.release()
+    assert check_identity(config)[0] is True
+    assert "no servo with this identity runs here" in check_identity(config)[1]
+
+
+def test_a_runtime_directory_others_can_write_is_not_used(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    shared = tmp_path / "servo-actors"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    assert runtime_dir() is None
+    shared.chmod(0o700)
+    assert runtime_dir() == shared
