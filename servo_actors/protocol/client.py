@@ -381,6 +381,7 @@ class OptimizerClient:
                 response = session.post(
                     self.url, data=body, headers=self._headers, timeout=timeout, stream=True
                 )
+                box["stream"] = response  # so an abandoning caller can cut the read short
                 with response:
                     box["content"] = _read_bounded(response)
                 box["response"] = response
@@ -401,6 +402,7 @@ class OptimizerClient:
         finally:
             if not finished:
                 self._abandon(session)
+                _cut(box.get("stream"))
         if "error" in box:
             return self._failed(box["error"])
         outcome = self._classify(box["response"], box["content"])
@@ -455,6 +457,19 @@ class OptimizerClient:
     def _redact(self, text: str) -> str:
         # A server might echo what we sent; the token must not reach a log line through it.
         return text.replace(self._secret, MASK) if self._secret else text
+
+
+def _cut(response: requests.Response | None) -> None:
+    """End a body read blocked on another thread (a reply dripping forever), so its thread ends."""
+    raw = getattr(response, "raw", None)
+    shutdown = getattr(raw, "shutdown", None)  # urllib3 >= 2.3; older ones: close, which may wait
+    try:
+        if shutdown is not None:
+            shutdown()
+        elif raw is not None:
+            raw.close()
+    except Exception as exc:  # the read it interrupts may be finishing at the same moment
+        log.debug("could not cut an abandoned reply short: %s", exc)
 
 
 def _read_bounded(response: requests.Response) -> bytes | None:

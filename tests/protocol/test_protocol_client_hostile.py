@@ -78,6 +78,10 @@ def raw_server() -> Iterator[Callable[..., RawServer]]:
         server.close()
 
 
+def _readers(event: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == f"optimizer-{event}" and t.is_alive()]
+
+
 def _drip(conn: socket.socket, stop: threading.Event) -> None:
     conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
     while not stop.wait(DRIP_INTERVAL):
@@ -128,6 +132,11 @@ def test_a_dripping_reply_ends_within_connect_plus_read(raw_server, client_for, 
     assert time.monotonic() - started < HANG_BOUND
     assert server.connections >= 2  # each attempt was cut, then retried
     assert any("no reply in the time allowed" in r.getMessage() for r in caplog.records)
+    # The abandoned reads end too: no thread stays behind reading the drip.
+    deadline = time.monotonic() + HANG_BOUND
+    while _readers("DESCRIPTION") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _readers("DESCRIPTION") == []
 
 
 @pytest.mark.timeout(60)
