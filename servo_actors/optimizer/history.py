@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import threading
 from collections import deque
 from typing import Any
 
-from servo_actors.protocol.json_bounds import MAX_NESTING, nested_deeper_than
+from servo_actors.protocol.json_bounds import MAX_NESTING, first_non_finite, nested_deeper_than
 
 HISTORY_LIMIT = 10_000
 """Requests kept for ``/admin/state``; older ones are dropped (and counted)."""
@@ -36,21 +37,22 @@ _BODY_KEYS = ("param", "request")  # where web.py puts a request's body in an en
 
 
 def summarize_body(value: Any) -> tuple[dict[str, Any], int]:
-    """``(summary, size)``: ``{"bytes", "sha256", "prefix"}`` of ``value`` as JSON; size is 0 if
-    it cannot be JSON (nested past ``MAX_NESTING``), whose summary then says why."""
+    """``(summary, size)``: ``{"bytes", "sha256", "prefix"}`` of ``value`` as JSON, and the bytes
+    it may keep; 0 when it must not be kept whole, and the summary's ``problem`` says why (nested
+    past ``MAX_NESTING``; NaN or infinity, which would make ``/admin/state`` invalid JSON)."""
     if nested_deeper_than(value, MAX_NESTING):
-        return {
-            "bytes": None,
-            "sha256": None,
-            "prefix": None,
-            "problem": f"nested deeper than {MAX_NESTING}",
-        }, 0
+        problem = f"nested deeper than {MAX_NESTING}"
+        return {"bytes": None, "sha256": None, "prefix": None, "problem": problem}, 0
     encoded = json.dumps(value, separators=(",", ":"), default=repr).encode()
-    summary = {
+    summary: dict[str, Any] = {
         "bytes": len(encoded),
         "sha256": hashlib.sha256(encoded).hexdigest(),
         "prefix": encoded[:PREFIX_CHARS].decode("utf-8", errors="replace"),
     }
+    where = first_non_finite(value)
+    if where is not None:
+        summary["problem"] = f"{where} is not a finite number"
+        return summary, 0
     return summary, len(encoded)
 
 
@@ -62,6 +64,8 @@ def _scalar_fields(value: Any) -> dict[str, Any] | None:
     for key, item in list(value.items())[:PREFIX_CHARS]:
         if len(str(key)) > PREFIX_CHARS or (isinstance(item, str) and len(item) > PREFIX_CHARS):
             continue  # a cut value would mislead; the prefix shows the start of the body anyway
+        if isinstance(item, float) and not math.isfinite(item):
+            continue
         if item is None or isinstance(item, str | bool | int | float):
             kept[key] = item
     return kept

@@ -62,6 +62,7 @@ from servo_actors.optimizer.web import (
     Reply,
     error_reply,
 )
+from servo_actors.protocol.json_bounds import first_non_finite
 from servo_actors.protocol.models import (
     RESULT_EVENT,
     Command,
@@ -295,6 +296,9 @@ class OptimizerServer:
         try:
             if not isinstance(parse_reply(command), Command):
                 raise ProtocolError("the driver answered a status, not a command")
+            where = first_non_finite(command)
+            if where is not None:  # NaN is not JSON: a servo would rightly refuse the reply
+                raise ProtocolError("is not a finite number (NaN or infinity)", field=where)
         except ProtocolError as exc:
             log.error("driver %s gave a bad command: %s", type(self.driver).__name__, exc)
             return error_reply(500, f"the optimizer's driver gave a bad command: {exc}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from typing import Any
 
@@ -102,3 +103,39 @@ def test_kept_bodies_are_bounded_in_bytes_too() -> None:
     entries = history.entries()
     assert len(entries) == 5 and entries[-1]["param"]["n"] == 19
     assert history.dropped == 15 and history.seen == 20
+
+
+@pytest.mark.timeout(30)
+def test_nan_in_a_body_stays_out_of_the_state(post, start_server) -> None:
+    server = start_server([])
+    raw = b'{"event": "HELLO", "param": {"agent": "t", "x": NaN, "y": [Infinity]}, "servo_uid": null}'
+    assert post(server, raw).status == 200  # Python reads NaN; the state must still be JSON
+    answer = post(server, b"", path="/admin/state", method="GET")
+    state = json.loads(answer.body, parse_constant=lambda name: pytest.fail(f"{name} in /admin/state"))
+    entry = state["history"][-1]
+    assert entry["param"] == {"agent": "t"} and "not a finite number" in entry["body"]["problem"]
+
+
+@pytest.mark.timeout(30)
+def test_a_command_with_nan_is_never_sent(post, event, start_server) -> None:
+    class NanDriver:
+        """A driver whose command carries NaN (the scripted one cannot: its plans are checked)."""
+
+        def next_command(self) -> dict[str, Any]:
+            return {"cmd": "MEASURE", "param": {"control": {"userdata": {"slo": math.nan}}}}
+
+        def progress_reply(self, command: dict, progress: dict) -> None:
+            return None
+
+        def on_result(self, command: dict, event: str, result: dict) -> None:
+            return None
+
+        def on_cancelled(self, command: dict, reason: str) -> None:
+            return None
+
+        def state(self) -> dict[str, Any]:
+            return {}
+
+    server = start_server(NanDriver())
+    answer = post(server, event("WHATS_NEXT"))
+    assert answer.status == 500 and "not a finite number" in answer.json()["detail"]
