@@ -48,7 +48,7 @@ from servo_actors.protocol.json_bounds import (
     first_non_finite,
     nested_deeper_than,
 )
-from servo_actors.protocol.statuses import WORD_PATTERN, normalise_failure
+from servo_actors.protocol.statuses import MAX_MESSAGE_CHARS, WORD_PATTERN, normalise_failure
 
 # SLEEP without a duration sleeps this long (protocol.md).
 SLEEP_DEFAULT_SECONDS = 120.0
@@ -604,5 +604,7 @@ def progress_param(
     """A progress post: percent done (kept within 0-100), seconds since the command arrived."""
     progress = min(100.0, max(0.0, progress)) if math.isfinite(progress) else 0.0
     runtime = max(0.0, runtime) if math.isfinite(runtime) else 0.0
+    if message is not None and len(message) > MAX_MESSAGE_CHARS:
+        message = message[: MAX_MESSAGE_CHARS - 3] + "..."  # a connector's text, posted every interval
     fields = {"progress": progress, "runtime": runtime, "cmd_uid": cmd_uid, "message": message}
     return _build(Progress, fields, "param")

@@ -309,6 +309,7 @@ def test_failure_results_are_valid_whatever_status_and_reason_say() -> None:
 
 
 def test_progress_is_kept_within_bounds() -> None:
+    assert len(progress_param("c", progress=1, runtime=1, message="x" * 10**6)["message"]) <= 8192
     assert progress_param("c", progress=101, runtime=-1)["progress"] == 100
     assert progress_param("c", progress=float("nan"), runtime=float("inf")) == {
         "progress": 0.0,
