@@ -181,7 +181,7 @@ class IdentityGuard:
     def _try_lock(path: Path) -> int | None:
         # Lock files are removed on release: after locking, make sure the file is still the one
         # at the path (else another servo removed it meanwhile, and a new one may be locked too).
-        while True:
+        for _ in range(LOCK_ATTEMPTS):
             try:
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             except OSError as exc:
@@ -199,6 +199,7 @@ class IdentityGuard:
             if same:
                 return fd
             os.close(fd)
+        return None  # replaced again and again: someone else is busy with it, count it as held
 
     def release(self) -> None:
         """Give up the lock and remove its file (only the holder does)."""
