@@ -56,6 +56,8 @@ LOCK_RETRY_DELAY = 0.05
 RUNTIME_DIR_ENV = "XDG_RUNTIME_DIR"
 MAX_LOCK_FILE_BYTES = 64 * 1024
 """Most of a lock file read (it holds a small JSON state)."""
+MAX_STALE_SWEEP = 100
+"""Lock files looked at, at most, when a servo starts and removes those of killed servos."""
 
 
 def runtime_dir() -> Path | None:
@@ -141,9 +143,10 @@ class IdentityGuard:
                 previous.backoff_max = config.settings.backoff.max
                 return previous
             previous.release()
-        guard = cls(
-            key, describe_identity(config), backoff_max=config.settings.backoff.max, path=lock_path(config)
-        )
+        path = lock_path(config)
+        if path is not None:
+            sweep_stale_locks(path.parent)
+        guard = cls(key, describe_identity(config), backoff_max=config.settings.backoff.max, path=path)
         guard.acquire()
         return guard
 
@@ -284,6 +287,24 @@ class IdentityGuard:
         self._write_state()
 
 
+def sweep_stale_locks(directory: Path) -> int:
+    """Remove the lock files nobody holds (their servo was SIGKILLed); how many were removed.
+
+    Safe against a servo taking one meanwhile: a file is removed only while locked here, and a
+    servo that locked it first checks after locking that it is still the file at the path.
+    """
+    removed = 0
+    for path in sorted(directory.glob("identity-*.lock"))[:MAX_STALE_SWEEP]:
+        fd = IdentityGuard._try_lock(path)
+        if fd is None:
+            continue
+        with contextlib.suppress(OSError):
+            path.unlink()
+            removed += 1
+        os.close(fd)
+    return removed
+
+
 def check_identity(config: ServoConfig) -> tuple[bool, str]:
     """``servo-actors check``'s identity line: ``(success, message)``.
 
@@ -313,4 +334,12 @@ def check_identity(config: ServoConfig) -> tuple[bool, str]:
     )
 
 
-__all__ = ["CONFLICT_STREAK", "IdentityGuard", "check_identity", "identity_key", "lock_path", "runtime_dir"]
+__all__ = [
+    "CONFLICT_STREAK",
+    "IdentityGuard",
+    "check_identity",
+    "identity_key",
+    "lock_path",
+    "runtime_dir",
+    "sweep_stale_locks",
+]

@@ -303,3 +303,18 @@ def test_a_runtime_directory_others_can_write_is_not_used(tmp_path, monkeypatch)
     assert runtime_dir() is None
     shared.chmod(0o700)
     assert runtime_dir() == shared
+
+
+def test_locks_of_killed_servos_are_swept_at_the_next_start(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    runtime = runtime_dir()
+    assert runtime is not None
+    stale = runtime / "identity-0123456789abcdef.lock"  # a SIGKILLed servo's: nobody holds it
+    stale.write_text('{"pid": 1}')
+    held = IdentityGuard.for_config(_identity_config("held"))
+    guard = IdentityGuard.for_config(_identity_config())
+    assert not stale.exists()
+    assert held.path is not None and held.path.exists()  # held: left alone
+    guard.release()
+    held.release()
+    assert _lock_files(tmp_path) == []
