@@ -28,6 +28,7 @@ from servo_actors.actors import Operation, OperationResult, ServoRuntime
 from servo_actors.config import ServoConfig
 from servo_actors.connectors import Control
 from servo_actors.errors import ConfigError, ProtocolError, ServoError, SupervisorError
+from servo_actors.identity import IdentityGuard
 from servo_actors.progress import ProgressSchedule
 from servo_actors.protocol.client import OptimizerClient
 from servo_actors.protocol.models import (
@@ -43,6 +44,7 @@ from servo_actors.protocol.models import (
     measurement_result,
     progress_param,
 )
+from servo_actors.protocol.statuses import reason_word
 from servo_actors.signals import SignalWatcher, StopRequested
 
 log = logging.getLogger(__name__)
@@ -84,6 +86,7 @@ class Runner:
         self._stop_reason: str | None = None
         self.runtime: ServoRuntime | None = None
         self.client: OptimizerClient | None = None
+        self.identity: IdentityGuard | None = None
 
     # --- public -------------------------------------------------------------------------------
 
@@ -101,6 +104,8 @@ class Runner:
                 self.runtime.stop()
             if self.client is not None:
                 self.client.close()
+            if self.identity is not None:
+                self.identity.release()
             self.signals.restore()
 
     def request_stop(self, reason: str = "shutdown") -> None:
@@ -266,8 +271,14 @@ class Runner:
 
     def _new_client(self, config: ServoConfig) -> OptimizerClient:
         assert config.optimizer is not None
+        # Two servos of one identity livelock: the guard notices, says so and slows the polls.
+        self.identity = IdentityGuard.for_config(config, previous=self.identity)
         return OptimizerClient(
-            config.optimizer, config.settings, servo_uid=config.servo_uid, stop=self.signals.stop
+            config.optimizer,
+            config.settings,
+            servo_uid=config.servo_uid,
+            stop=self.signals.stop,
+            watcher=self.identity,
         )
 
     def _notify(self, what: str, detail: dict[str, Any]) -> None:
@@ -281,28 +292,32 @@ class Runner:
 def result_param(
     event: str, command: Command, result: OperationResult, requested: list[str] | None
 ) -> dict[str, Any]:
-    """The param of the result event for ``result``; a connector result that breaks the protocol
-    becomes a ``failed`` result naming what is wrong, never a crash of the loop."""
+    """The param of the result event for ``result``: always a valid result, whatever the connectors
+    returned. One that breaks the protocol becomes a ``failed`` result naming what is wrong; values
+    that cannot be JSON (NaN, infinity) are dropped and said so (``measurement_result``)."""
     cmd_uid = command.cmd_uid
     if result.status != "ok":
+        # failure_result makes any status and reason valid, keeping the original words.
         return failure_result(
             event, cmd_uid, status=result.status, reason=result.reason, message=result.message
         )
     try:
+        data = result.data if isinstance(result.data, dict) else {}
         if event == "DESCRIPTION":
             return description_result(
-                cmd_uid, components=result.data.get("components", {}), metrics=result.data.get("metrics", {})
+                cmd_uid, components=data.get("components", {}), metrics=data.get("metrics", {})
             )
         if event == "MEASUREMENT":
-            metrics = result.data.get("metrics", {})
-            if requested:
+            metrics = data.get("metrics", {})
+            if requested and isinstance(metrics, dict):
                 # Only requested metrics reach the optimizer (interface.md).
                 metrics = {name: value for name, value in metrics.items() if name in requested}
-            return measurement_result(
-                cmd_uid, metrics=metrics, annotations=result.data.get("annotations", {})
-            )
-        return adjustment_result(cmd_uid, components=result.data.get("components", {}))
-    except (ProtocolError, ServoError, AttributeError, TypeError) as exc:
+            param = measurement_result(cmd_uid, metrics=metrics, annotations=data.get("annotations", {}))
+            if param.get("message"):
+                log.warning("%s %s: %s", command.cmd, cmd_uid, param["message"])
+            return param
+        return adjustment_result(cmd_uid, components=data.get("components", {}))
+    except (ProtocolError, ServoError, AttributeError, TypeError, ValueError, RecursionError) as exc:
         message = f"connector results do not fit the protocol: {exc}"
         log.error("%s %s: %s", command.cmd, cmd_uid, message)
         return failure_result(event, cmd_uid, status="failed", reason="invalid-result", message=message)
@@ -344,11 +359,14 @@ def _settings_only(components: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cancel_reason(reply: OptimizerStatus) -> tuple[str, str]:
-    """A reason word and a message from the optimizer's ``cancel`` (its reason may be a sentence)."""
+    """A reason word and a message from the optimizer's ``cancel``: its reason may be any text
+    (``user/abort``, a sentence); the word is made from it and the text kept in the message."""
     text = (reply.reason or "").strip()
-    if text and " " not in text:
-        return text, reply.message or f"cancelled by the optimizer ({text})"
-    return "cancelled", reply.message or (text or "cancelled by the optimizer")
+    word = reason_word(text, fallback="cancelled")
+    message = reply.message or "cancelled by the optimizer"
+    if text and text != word:
+        message = f"{message} (reason: {text!r})"
+    return word, message
 
 
 def _dump(param: Any) -> Any:

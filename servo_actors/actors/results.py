@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from servo_actors.protocol.statuses import normalise_failure
+
 OPERATIONS = ("describe", "measure", "adjust", "check")
 STATUS_SEVERITY = ("ok", "rejected", "aborted", "failed", "cancelled")
 """Statuses from best to worst; an aggregate takes the worst of its parts."""
@@ -26,6 +28,12 @@ class ConnectorOutcome:
     reason: str = "success"
     message: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Whatever a connector raised, the part carries a known status and a one-word reason (the
+        # original words stay in the message): every result built from it is valid on the wire.
+        if self.status != "ok":
+            self.status, self.reason, self.message = normalise_failure(self.status, self.reason, self.message)
 
     @property
     def ok(self) -> bool:
@@ -47,6 +55,10 @@ class OperationResult:
     message: str | None
     data: dict[str, Any]
     parts: dict[str, ConnectorOutcome] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status != "ok":
+            self.status, self.reason, self.message = normalise_failure(self.status, self.reason, self.message)
 
     @property
     def ok(self) -> bool:
@@ -100,6 +112,9 @@ def aggregate(
     Data of parts that are not ``ok`` is left out. ``extra_problem`` is a ``(status, reason,
     message)`` found by the caller outside any part (e.g. a component nobody owns).
     """
+    if extra_problem:
+        # The same rules as a connector's part: a known status, a one-word reason.
+        extra_problem = normalise_failure(*extra_problem)  # type: ignore[assignment]
     statuses = [part.status for part in parts]
     if extra_problem:
         statuses.append(extra_problem[0])

@@ -332,13 +332,20 @@ def check_cmd(state: CliState, as_json: bool) -> None:
     """Run every connector's checks; exit 1 if any check or connector failed.
 
     A connector without checks shows as one passing row, so every connector is accounted for.
+    With an optimizer configured, one more row (connector ``servo``, check ``identity``) says
+    whether a servo of the same identity runs here and reports a conflict (``identity.py``).
     """
     with _connectors(state.config, "check") as (runtime, guard):
         result = _perform(runtime, guard, "check")
-    checks = result.data.get("checks") or []
+    checks = list(result.data.get("checks") or [])
+    identity = _identity_check(state.config)
+    if identity is not None:
+        checks.append(identity)
     failed_checks = [c for c in checks if not c.get("success")]
     if as_json:
-        echo_json(_payload(result))
+        payload = _payload(result)
+        payload["data"] = {**payload["data"], "checks": checks}
+        echo_json(payload)
     else:
         rows = []
         for name, part in result.parts.items():
@@ -350,6 +357,8 @@ def check_cmd(state: CliState, as_json: bool) -> None:
             rows += [
                 [name, c.get("name"), _status_word(bool(c.get("success"))), c.get("message")] for c in mine
             ]
+        if identity is not None:
+            rows.append(["servo", "identity", _status_word(identity["success"]), identity["message"]])
         click.echo(_table(["CONNECTOR", "CHECK", "RESULT", "MESSAGE"], rows))
     _raise_unless_ok(result)
     if failed_checks:
@@ -358,6 +367,16 @@ def check_cmd(state: CliState, as_json: bool) -> None:
             for c in failed_checks
         )
         raise ConnectorError(f"{len(failed_checks)} of {len(checks)} checks failed: {named}")
+
+
+def _identity_check(config: ServoConfig) -> dict[str, Any] | None:
+    """The identity line of ``check`` (None without an optimizer): a conflict the running servo reports."""
+    if config.optimizer is None:
+        return None
+    from servo_actors.identity import check_identity
+
+    success, message = check_identity(config)
+    return {"connector": "servo", "name": "identity", "success": success, "message": message}
 
 
 # ----- measure -----------------------------------------------------------------------------------

@@ -27,6 +27,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
+from servo_actors.protocol.statuses import normalise_failure
+
 ProgressFn = Callable[..., None]
 """``progress(percent, message="")``: report how far the running operation is (0-100)."""
 
@@ -54,13 +56,19 @@ class ConnectorFailure(Exception):
 
     ``raise ConnectorFailure("p99 above 250 ms", status="aborted", reason="slo-violation")``
     Any other exception gives ``failed`` with the exception's type and message.
+
+    ``status`` is one of ``failed``, ``rejected``, ``aborted``, ``cancelled``; ``reason`` one word.
+    Anything else is made so here (an unknown status is ``failed``; ``"slo violation"`` becomes
+    ``slo-violation``), and the message says what the connector wrote, so the optimizer always
+    gets a valid result and people the original words.
     """
 
     def __init__(self, message: str, *, status: str = "failed", reason: str = "failed") -> None:
-        super().__init__(message)
+        status, reason, checked = normalise_failure(status, reason, str(message))
+        super().__init__(checked)
         self.status = status
         self.reason = reason
-        self.message = message
+        self.message = checked or ""
 
 
 class Connector:

@@ -14,7 +14,8 @@ Routes:
 
 - ``POST {prefix}/accounts/{ORG}/applications/{APP}/servo`` (and any path ending in ``/servo``, for
   servos configured with an explicit ``url``): the protocol (protocol.md).
-- ``GET /admin/state``: the command in flight, every request and reply with timestamps, and the
+- ``GET /admin/state``: the command in flight, the requests and replies with timestamps (bounded:
+  large bodies only as a summary, the oldest entries dropped; see ``history.py``), and the
   driver's ``state()``.
 - ``POST /admin/cancel`` (optional JSON body ``{"reason", "message"}``): the next progress post of
   the command in flight is answered ``cancel``; if no progress post comes, its result post is.
@@ -47,13 +48,13 @@ from __future__ import annotations
 import hmac
 import logging
 import threading
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 from servo_actors.config.models import split_optimizer_id
 from servo_actors.errors import ConfigError, ProtocolError
 from servo_actors.optimizer.driver import Driver
+from servo_actors.optimizer.history import HISTORY_LIMIT, RequestHistory
 from servo_actors.optimizer.web import (
     DEFAULT_CANCEL_MESSAGE,
     DEFAULT_CANCEL_REASON,
@@ -61,6 +62,7 @@ from servo_actors.optimizer.web import (
     Reply,
     error_reply,
 )
+from servo_actors.protocol.json_bounds import first_non_finite
 from servo_actors.protocol.models import (
     RESULT_EVENT,
     Command,
@@ -75,8 +77,6 @@ from servo_actors.protocol.models import (
 
 log = logging.getLogger(__name__)
 
-HISTORY_LIMIT = 10_000
-"""Requests kept for ``/admin/state``; older ones are dropped (and counted)."""
 STOP_TIMEOUT = 5.0
 """Seconds ``stop()`` waits for the serving thread."""
 SHUTDOWN_POLL_INTERVAL = 0.1
@@ -126,6 +126,7 @@ class OptimizerServer:
         token: str | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        history_limit: int = HISTORY_LIMIT,
     ) -> None:
         try:
             self.org, self.app_name = split_optimizer_id(app)
@@ -138,8 +139,7 @@ class OptimizerServer:
         self._stopping = threading.Event()
         self._current: dict[str, Any] | None = None
         self._cancel: dict[str, Any] | None = None  # armed: {"cmd_uid", "reason", "message"}
-        self._history: deque[dict[str, Any]] = deque(maxlen=HISTORY_LIMIT)
-        self._requests_seen = 0
+        self._history = RequestHistory(limit=history_limit)
         self._uids = 0
         self._thread: threading.Thread | None = None
         self._httpd = HttpServer((host, port), self)
@@ -193,8 +193,7 @@ class OptimizerServer:
             self._current = previous._current
             self._cancel = previous._cancel
             self._uids = previous._uids
-            self._history.extend(previous._history)
-            self._requests_seen = previous._requests_seen
+        self._history.take_over(previous._history)
         return self
 
     def __enter__(self) -> OptimizerServer:
@@ -213,9 +212,9 @@ class OptimizerServer:
                 "servo_path": self.servo_path,
                 "current": self._current,
                 "cancel_armed": self._cancel is not None,
-                "requests": self._requests_seen,
-                "history_dropped": self._requests_seen - len(self._history),
-                "history": list(self._history),
+                "requests": self._history.seen,
+                "history_dropped": self._history.dropped,
+                "history": self._history.entries(),
                 "driver": self.driver.state(),
             }
 
@@ -280,9 +279,8 @@ class OptimizerServer:
             return self._result_or_progress(event, param or {})
 
     def record(self, entry: dict[str, Any]) -> None:
-        with self._lock:
-            self._requests_seen += 1
-            self._history.append(entry)
+        # Not under self._lock: summarizing a large body takes a while, and the history has its own.
+        self._history.append(entry)
 
     def _hello_goodbye(self, event: str, param: Any) -> Reply:
         try:
@@ -298,6 +296,9 @@ class OptimizerServer:
         try:
             if not isinstance(parse_reply(command), Command):
                 raise ProtocolError("the driver answered a status, not a command")
+            where = first_non_finite(command)
+            if where is not None:  # NaN is not JSON: a servo would rightly refuse the reply
+                raise ProtocolError("is not a finite number (NaN or infinity)", field=where)
         except ProtocolError as exc:
             log.error("driver %s gave a bad command: %s", type(self.driver).__name__, exc)
             return error_reply(500, f"the optimizer's driver gave a bad command: {exc}")

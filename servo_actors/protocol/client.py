@@ -22,10 +22,14 @@ goodbye       one attempt, at most ``GOODBYE_TIMEOUT`` seconds, not interrupted 
 ============  ==========================================================================
 
 Connection errors, timeouts, 5xx, 404, 408 and 429 are retried with exponential backoff (see
-``backoff.py``); other 4xx (401, 403, 400...) are logged as errors naming the URL and the status,
-then wait at least ``backoff.max``; 410 ("unexpected servo_uid": this servo was replaced) waits
-``gone_wait``. A reply that is not JSON or not of a protocol shape is logged and, when polling,
-polled again. The token never appears in a log line, an exception or a repr.
+``backoff.py``); 401 and 403 are logged as errors naming the URL and the status, then wait at
+least ``backoff.max``; 410 ("unexpected servo_uid": this servo was replaced) waits ``gone_wait``.
+Any other 4xx (400, 413, 422...) will not change on retry: a HELLO or a result is dropped at once
+(logged with the status and the body's size); polling waits at least ``backoff.max``. A reply that
+is not JSON, not of a protocol shape, nested deeper than ``MAX_NESTING`` or larger than
+``MAX_REPLY_BYTES`` is a bad reply: logged and, when polling, polled again after a backoff. One
+exchange takes at most ``timeouts.connect + timeouts.read`` in all, however slowly a reply drips.
+The token never appears in a log line, an exception or a repr.
 
 Every request runs on a short-lived worker thread while the caller waits on ``stop``: setting
 ``stop`` (or a signal handler raising in the caller) ends a backoff sleep or an in-flight request at
@@ -35,13 +39,13 @@ client may be used from several threads (requests' connection pool is thread-saf
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import requests
 from pydantic import SecretStr
@@ -51,14 +55,15 @@ from servo_actors.config.models import OptimizerConfig, Settings
 from servo_actors.config.secrets import read_token
 from servo_actors.errors import ConfigError, ProtocolError
 from servo_actors.protocol.backoff import MIN_DELAY, BackoffPolicy, RetrySchedule, refusal_delay
+from servo_actors.protocol.json_bounds import decode_reply
 from servo_actors.protocol.models import (
     Command,
     Event,
     OptimizerStatus,
-    envelope,
     goodbye_param,
     hello_param,
     parse_reply,
+    request_body,
 )
 
 log = logging.getLogger(__name__)
@@ -73,9 +78,17 @@ LOGGED_BODY_CHARS = 200
 """How much of an unexpected reply body goes into a log line."""
 RETRY_STATUSES = frozenset({404, 408, 429})
 """Besides every 5xx, the HTTP statuses retried with backoff (protocol.md)."""
+AUTH_STATUSES = frozenset({401, 403})
+"""Refusals that a fixed token or permission may lift: retried, at least ``backoff.max`` apart."""
+MAX_REPLY_BYTES = 4 * 1024 * 1024
+"""Largest reply body read; a longer one is a bad reply (a command or a status is a few KB)."""
+READ_CHUNK_BYTES = 64 * 1024
+"""How much of a reply body is read at a time."""
 MASK = "**********"
 
-_Kind = Literal["ok", "retry", "refused", "gone", "bad-reply", "stopped"]
+# refused: 401/403, retried slowly; rejected: another 4xx, which no retry will change;
+# unsendable: the body itself cannot be JSON (a bug upstream), never sent.
+_Kind = Literal["ok", "retry", "refused", "rejected", "gone", "bad-reply", "unsendable", "stopped"]
 
 
 @dataclass(frozen=True)
@@ -86,6 +99,19 @@ class _Outcome:
     status: int | None = None
     body: Any = None
     problem: str = ""
+    sent_bytes: int = 0
+
+
+class AnswerWatcher(Protocol):
+    """Told of the optimizer's answers to progress and result posts; asked before each poll.
+
+    ``identity.IdentityGuard`` is one: a streak of ``unexpected cmd_uid`` answers means another
+    servo has this one's identity, and polls then wait ``poll_delay()`` seconds.
+    """
+
+    def observe(self, event: str, param: dict[str, Any] | None, reply: OptimizerStatus | None) -> None: ...
+
+    def poll_delay(self) -> float: ...
 
 
 def auth_headers(token: SecretStr | None) -> dict[str, str]:
@@ -119,6 +145,7 @@ class OptimizerClient:
 
     ``token``: the token as a SecretStr; when None, ``read_token(optimizer)`` resolves it (the
     config's ``token`` or ``token_file``). ``stop``: set it to end every wait at once.
+    ``watcher``: told of answers, asked before each poll (``AnswerWatcher``).
     """
 
     def __init__(
@@ -131,6 +158,7 @@ class OptimizerClient:
         stop: threading.Event | None = None,
         gone_wait: float = GONE_WAIT,
         rng: random.Random | None = None,
+        watcher: AnswerWatcher | None = None,
     ) -> None:
         if token is None:
             token = read_token(optimizer)
@@ -139,6 +167,7 @@ class OptimizerClient:
         self.settings = settings
         self.policy = BackoffPolicy.from_config(settings.backoff)
         self.gone_wait = gone_wait
+        self.watcher = watcher
         self._stop = stop if stop is not None else threading.Event()
         self._rng = rng if rng is not None else random.Random()
         self._secret = token.get_secret_value().strip() if token is not None else None
@@ -168,6 +197,9 @@ class OptimizerClient:
 
     def whats_next(self) -> Command | None:
         """Poll until the optimizer gives a command. Never gives up; None only once ``stop`` is set."""
+        delay = self.watcher.poll_delay() if self.watcher is not None else 0.0
+        if delay > 0 and self._stop.wait(delay):
+            return None
         reply = self._post_until_answered(Event.WHATS_NEXT, None, gives_up=False)
         return None if isinstance(reply, OptimizerStatus) else reply
 
@@ -178,7 +210,9 @@ class OptimizerClient:
         stopped, or an unreadable reply. Treat None like ``ok``: poll again.
         """
         reply = self._post_until_answered(event, param, gives_up=True)
-        return reply if isinstance(reply, OptimizerStatus) else None
+        status = reply if isinstance(reply, OptimizerStatus) else None
+        self._observed(event, param, status)
+        return status
 
     def post_progress(self, event: str, progress: dict[str, Any]) -> OptimizerStatus | None:
         """Post progress; the status (``ok``, ``cancel``...), or None if not delivered in time.
@@ -195,6 +229,7 @@ class OptimizerClient:
             if outcome.kind == "ok":
                 outcome = self._read_reply(outcome, expect=OptimizerStatus)
                 if outcome.kind == "ok":
+                    self._observed(event, progress, outcome.body)
                     return outcome.body
             if outcome.kind != "retry":
                 self._log_failure(event, outcome, None)
@@ -222,6 +257,10 @@ class OptimizerClient:
         log.warning("GOODBYE to %s not delivered: %s", self.url, outcome.problem)
         return None
 
+    def _observed(self, event: str, param: dict[str, Any] | None, reply: OptimizerStatus | None) -> None:
+        if self.watcher is not None:
+            self.watcher.observe(event, param, reply)
+
     # --- retries ---------------------------------------------------------------------------------
 
     def _schedule(self, *, gives_up: bool) -> RetrySchedule:
@@ -245,6 +284,10 @@ class OptimizerClient:
                 # The post arrived (HTTP 2xx): posting it again could deliver a result twice.
                 self._log_failure(event, outcome, None)
                 return None
+            if outcome.kind == "unsendable" or (outcome.kind == "rejected" and gives_up):
+                # The same bytes would get the same answer: drop them now, not after max_time.
+                self._log_failure(event, outcome, None)
+                return None
             delay = self._delay_after(outcome, schedule)
             self._log_failure(event, outcome, delay)
             if delay is None:
@@ -260,7 +303,7 @@ class OptimizerClient:
         return None
 
     def _delay_after(self, outcome: _Outcome, schedule: RetrySchedule) -> float | None:
-        if outcome.kind == "refused":
+        if outcome.kind in ("refused", "rejected"):
             return schedule.next_delay(at_least=refusal_delay(self.policy, self._rng))
         if outcome.kind == "gone":
             return schedule.next_delay(at_least=self.gone_wait)
@@ -279,6 +322,18 @@ class OptimizerClient:
                 outcome.problem,
                 then,
             )
+        elif outcome.kind == "rejected":
+            dropped = "" if then else "; dropped: the same body would be refused again"
+            log.error(
+                "%s refused: %s (request body %d bytes)%s%s",
+                where,
+                outcome.problem,
+                outcome.sent_bytes,
+                dropped,
+                then,
+            )
+        elif outcome.kind == "unsendable":
+            log.error("%s not sent: %s", where, outcome.problem)
         elif outcome.kind == "bad-reply":
             log.error("%s: %s%s", where, outcome.problem, then)
         else:
@@ -303,8 +358,18 @@ class OptimizerClient:
     def _exchange(
         self, event: str, param: dict[str, Any] | None, *, deadline: float | None, interruptible: bool
     ) -> _Outcome:
-        """One POST on a worker thread, abandoned when ``stop`` is set or ``deadline`` passes."""
-        body = json.dumps(envelope(event, param, self.servo_uid)).encode()
+        """One POST on a worker thread, abandoned when ``stop`` is set or ``deadline`` passes.
+
+        Without a ``deadline`` the exchange still ends after ``timeouts.connect + timeouts.read``:
+        requests' read timeout is per socket read, and a reply dripping a byte at a time never
+        trips it.
+        """
+        try:
+            body = request_body(event, param, self.servo_uid)
+        except ProtocolError as exc:
+            return _Outcome("unsendable", problem=f"the {event} body is not JSON: {exc}")
+        if deadline is None:
+            deadline = time.monotonic() + self.settings.timeouts.connect + self.settings.timeouts.read
         with self._session_lock:
             session = self._session
         timeout = self._timeouts(deadline)
@@ -313,7 +378,13 @@ class OptimizerClient:
 
         def send() -> None:
             try:
-                box["response"] = session.post(self.url, data=body, headers=self._headers, timeout=timeout)
+                response = session.post(
+                    self.url, data=body, headers=self._headers, timeout=timeout, stream=True
+                )
+                box["stream"] = response  # so an abandoning caller can cut the read short
+                with response:
+                    box["content"] = _read_bounded(response)
+                box["response"] = response
             except Exception as exc:  # any failure of the worker is reported, never lost
                 box["error"] = exc
             finally:
@@ -331,9 +402,11 @@ class OptimizerClient:
         finally:
             if not finished:
                 self._abandon(session)
+                _cut(box.get("stream"))
         if "error" in box:
             return self._failed(box["error"])
-        return self._classify(box["response"])
+        outcome = self._classify(box["response"], box["content"])
+        return dataclasses.replace(outcome, sent_bytes=len(body))
 
     def _timeouts(self, deadline: float | None) -> tuple[float, float]:
         connect, read = self.settings.timeouts.connect, self.settings.timeouts.read
@@ -357,27 +430,28 @@ class OptimizerClient:
             problem = f"{type(exc).__name__}: {self._redact(str(exc))[:LOGGED_BODY_CHARS]}"
         return _Outcome("retry", problem=problem)
 
-    def _classify(self, response: requests.Response) -> _Outcome:
+    def _classify(self, response: requests.Response, content: bytes | None) -> _Outcome:
         code = response.status_code
         if 200 <= code < 300:
             try:
-                return _Outcome("ok", code, json.loads(response.content))
-            except ValueError:
-                return _Outcome(
-                    "bad-reply", code, None, f"the reply is not JSON: {self._snippet(response)!r}"
-                )
+                return _Outcome("ok", code, decode_reply(content, MAX_REPLY_BYTES))
+            except ValueError as exc:
+                shown = f": {self._snippet(content)!r}" if content is not None else ""
+                return _Outcome("bad-reply", code, None, f"{exc}{shown}")
         problem = f"HTTP {code} {response.reason or ''}".rstrip()
-        snippet = self._snippet(response)
+        snippet = self._snippet(content)
         if snippet:
             problem += f": {snippet}"
         if code == 410:
             return _Outcome("gone", code, None, problem)
         if code >= 500 or code in RETRY_STATUSES:
             return _Outcome("retry", code, None, problem)
-        return _Outcome("refused", code, None, problem)
+        if code in AUTH_STATUSES or code < 400:
+            return _Outcome("refused", code, None, problem)
+        return _Outcome("rejected", code, None, problem)
 
-    def _snippet(self, response: requests.Response) -> str:
-        text = response.content[:LOGGED_BODY_CHARS].decode("utf-8", errors="replace")
+    def _snippet(self, content: bytes | None) -> str:
+        text = (content or b"")[:LOGGED_BODY_CHARS].decode("utf-8", errors="replace")
         return self._redact(" ".join(text.split()))
 
     def _redact(self, text: str) -> str:
@@ -385,4 +459,39 @@ class OptimizerClient:
         return text.replace(self._secret, MASK) if self._secret else text
 
 
-__all__ = ["GONE_WAIT", "GOODBYE_TIMEOUT", "OptimizerClient", "auth_headers"]
+def _cut(response: requests.Response | None) -> None:
+    """End a body read blocked on another thread (a reply dripping forever), so its thread ends."""
+    raw = getattr(response, "raw", None)
+    shutdown = getattr(raw, "shutdown", None)  # urllib3 >= 2.3; older ones: close, which may wait
+    try:
+        if shutdown is not None:
+            shutdown()
+        elif raw is not None:
+            raw.close()
+    except Exception as exc:  # the read it interrupts may be finishing at the same moment
+        log.debug("could not cut an abandoned reply short: %s", exc)
+
+
+def _read_bounded(response: requests.Response) -> bytes | None:
+    """The reply body, or None if it is longer than ``MAX_REPLY_BYTES`` (the rest is not read)."""
+    declared = response.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > MAX_REPLY_BYTES:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_content(READ_CHUNK_BYTES):
+        size += len(chunk)
+        if size > MAX_REPLY_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+__all__ = [
+    "GONE_WAIT",
+    "GOODBYE_TIMEOUT",
+    "MAX_REPLY_BYTES",
+    "AnswerWatcher",
+    "OptimizerClient",
+    "auth_headers",
+]

@@ -24,6 +24,7 @@ Rules that shape this module:
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -40,6 +41,14 @@ from pydantic import (
 
 from servo_actors.config.models import Duration
 from servo_actors.errors import ProtocolError
+from servo_actors.protocol.json_bounds import (
+    MAX_NESTING,
+    encode_body,
+    finite_measurement,
+    first_non_finite,
+    nested_deeper_than,
+)
+from servo_actors.protocol.statuses import MAX_MESSAGE_CHARS, WORD_PATTERN, normalise_failure
 
 # SLEEP without a duration sleeps this long (protocol.md).
 SLEEP_DEFAULT_SECONDS = 120.0
@@ -82,7 +91,12 @@ ServoStatusName = Literal["ok", "failed", "rejected", "aborted", "cancelled"]
 
 
 def _show(value: Any) -> str:
-    text = repr(value)
+    if nested_deeper_than(value, MAX_NESTING):
+        return f"a {type(value).__name__} nested deeper than {MAX_NESTING} levels"
+    try:
+        text = repr(value)
+    except Exception:  # a connector's object with a broken __repr__ still gets named
+        text = f"a {type(value).__name__}"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -132,7 +146,7 @@ Scalar = Annotated[int | float | str, BeforeValidator(_scalar)]
 WireDuration = Annotated[Duration, BeforeValidator(_duration), PlainSerializer(_seconds_out)]
 """Seconds; reads ``30``, ``30.5``, ``"250ms"``, ``"1h30m"`` (null is 0); writes a number."""
 FreeDict = Annotated[dict[str, Any], BeforeValidator(_empty_dict)]
-Word = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")]
+Word = Annotated[str, StringConstraints(pattern=WORD_PATTERN)]
 """A reason: one word such as ``success``, ``timeout``, ``slo-violation``."""
 
 
@@ -416,6 +430,9 @@ def validate(model: type[_M], obj: Any, *, field: str | None = None) -> _M:
     """``model`` from a JSON value, or one ``ProtocolError`` whose field path starts at ``field``."""
     if not isinstance(obj, dict):
         raise ProtocolError(f"expected a JSON object, got {_show(obj)}", field=field)
+    if nested_deeper_than(obj, MAX_NESTING):
+        # Checked before pydantic walks it: validation recurses, and a hostile reply is deep.
+        raise ProtocolError(f"nested deeper than {MAX_NESTING} levels", field=field)
     try:
         return model.model_validate(obj)
     except ValidationError as exc:
@@ -476,14 +493,47 @@ def to_wire(model: BaseModel) -> dict[str, Any]:
 # --- writing: event params from plain dicts -----------------------------------------------------
 
 
+def _json_ready(built: BaseModel, what: str | None) -> dict[str, Any]:
+    # Extras are kept as given: a connector's set, bytes or NaN must fail here, by name, not on send.
+    try:
+        wire = to_wire(built)
+        encode_body(wire)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise ProtocolError(f"cannot be sent as JSON: {str(exc)[:200]}", field=what) from None
+    return wire
+
+
+def _refuse_non_finite(value: Any, what: str | None) -> None:
+    # Before pydantic dumps it: in JSON mode it would write NaN under Any as null, silently.
+    where = first_non_finite(value)
+    if where is not None:
+        path = f"{what}.{where}" if what else where
+        raise ProtocolError("is not a finite number (NaN or infinity): not JSON", field=path)
+
+
 def _build(model: type[BaseModel], fields: dict[str, Any], what: str) -> dict[str, Any]:
     # Drop unset optionals so the wire carries only what the caller gave.
-    return to_wire(validate(model, {k: v for k, v in fields.items() if v is not None}, field=what))
+    fields = {k: v for k, v in fields.items() if v is not None}
+    _refuse_non_finite(fields, what)
+    built = validate(model, fields, field=what)
+    return _json_ready(built, what)
 
 
 def envelope(event: str, param: dict[str, Any] | None, servo_uid: str | None) -> dict[str, Any]:
-    """A request body: ``{"event", "param", "servo_uid"}``."""
-    return to_wire(validate(Envelope, {"event": event, "param": param, "servo_uid": servo_uid}))
+    """A request body: ``{"event", "param", "servo_uid"}``, ready for ``encode_body``."""
+    _refuse_non_finite(param, "param")
+    built = validate(Envelope, {"event": event, "param": param, "servo_uid": servo_uid})
+    return _json_ready(built, None)
+
+
+def request_body(event: str, param: dict[str, Any] | None, servo_uid: str | None) -> bytes:
+    """The bytes of a request: the envelope as strict JSON (no NaN). ProtocolError if it cannot be."""
+    _refuse_non_finite(param, "param")
+    built = validate(Envelope, {"event": event, "param": param, "servo_uid": servo_uid})
+    try:
+        return encode_body(to_wire(built))
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise ProtocolError(f"cannot be sent as JSON: {str(exc)[:200]}", field="param") from None
 
 
 def hello_param(agent: str, telemetry: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -506,11 +556,17 @@ def description_result(
 def measurement_result(
     cmd_uid: str | None, *, metrics: dict[str, Any], annotations: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """An ok MEASUREMENT: ``metrics`` as ``{name: {"unit", "values": [series...]}|{"unit","value"}}``."""
+    """An ok MEASUREMENT: ``metrics`` as ``{name: {"unit", "values": [series...]}|{"unit","value"}}``.
+
+    Values that are not finite numbers (NaN, infinity) cannot be JSON: they are dropped, and the
+    result's ``message`` and the ``servo_actors.dropped_values`` annotation say how many.
+    """
+    metrics, annotations, dropped = finite_measurement(metrics, annotations or {})
     fields = {
         "status": "ok",
         "reason": "success",
         "cmd_uid": cmd_uid,
+        "message": dropped,
         "metrics": metrics,
         "annotations": annotations or {},
     }
@@ -527,17 +583,28 @@ def adjustment_result(cmd_uid: str | None, *, components: dict[str, Any]) -> dic
 def failure_result(
     event: str, cmd_uid: str | None, *, status: str, reason: str, message: str | None
 ) -> dict[str, Any]:
-    """A result that is not ok (``failed``, ``rejected``, ``aborted``, ``cancelled``) for ``event``."""
+    """A result that is not ok (``failed``, ``rejected``, ``aborted``, ``cancelled``) for ``event``.
+
+    Whatever ``status`` and ``reason`` say, the result is valid: an unknown status is ``failed``,
+    a reason that is not one word is made one, and the original text goes into the message
+    (``statuses.normalise_failure``).
+    """
     model = RESULT_MODELS.get(event)
     if model is None:
         raise ProtocolError(f"{_show(event)} is not a result event", field="event")
-    fields = {"status": status, "reason": reason, "message": message, "cmd_uid": cmd_uid}
+    status, reason, message = normalise_failure(status, reason, message)
+    uid = cmd_uid if isinstance(cmd_uid, str) else None
+    fields = {"status": status, "reason": reason, "message": message, "cmd_uid": uid}
     return _build(model, fields, "param")
 
 
 def progress_param(
     cmd_uid: str | None, *, progress: float, runtime: float, message: str | None = None
 ) -> dict[str, Any]:
-    """A progress post: percent done (0-100), seconds since the command arrived."""
+    """A progress post: percent done (kept within 0-100), seconds since the command arrived."""
+    progress = min(100.0, max(0.0, progress)) if math.isfinite(progress) else 0.0
+    runtime = max(0.0, runtime) if math.isfinite(runtime) else 0.0
+    if message is not None and len(message) > MAX_MESSAGE_CHARS:
+        message = message[: MAX_MESSAGE_CHARS - 3] + "..."  # a connector's text, posted every interval
     fields = {"progress": progress, "runtime": runtime, "cmd_uid": cmd_uid, "message": message}
     return _build(Progress, fields, "param")

@@ -263,14 +263,6 @@ def test_result_builders_from_plain_dicts() -> None:
 @pytest.mark.parametrize(
     ("build", "field"),
     [
-        (
-            lambda: failure_result("ADJUSTMENT", "c", status="failed", reason="two words", message="x"),
-            "param.reason",
-        ),
-        (
-            lambda: failure_result("ADJUSTMENT", "c", status="exploded", reason="boom", message="x"),
-            "param.status",
-        ),
         (lambda: failure_result("WHATS_NEXT", "c", status="failed", reason="boom", message="x"), "event"),
         (lambda: measurement_result("c", metrics={"rps": {"unit": "rps"}}), "param.metrics.rps"),
         (
@@ -283,13 +275,47 @@ def test_result_builders_from_plain_dicts() -> None:
             ),
             "param.descriptor.application.components.web.settings.x",
         ),
-        (lambda: progress_param("c", progress=101, runtime=1), "param.progress"),
+        (
+            lambda: description_result(
+                "c", components={"web": {"settings": {"x": {"value": float("nan")}}}}, metrics={}
+            ),
+            "param.descriptor.application.components.web.settings.x.value",
+        ),
+        (
+            lambda: measurement_result("c", metrics={}, annotations={"a": {"b": [float("inf")]}}),
+            "param.annotations.a.b.0",
+        ),
     ],
 )
 def test_builders_refuse_wrong_shapes_naming_the_field(build: object, field: str) -> None:
     with pytest.raises(ProtocolError) as caught:
         build()  # type: ignore[operator]
     assert caught.value.field == field
+
+
+def test_failure_results_are_valid_whatever_status_and_reason_say() -> None:
+    # A connector's or the optimizer's words: the result is still valid, the text kept for people.
+    result = failure_result("ADJUSTMENT", "c", status="failed", reason="two words", message="x")
+    assert (result["status"], result["reason"]) == ("failed", "two-words")
+    assert "'two words'" in result["message"]
+    result = failure_result("MEASUREMENT", "c", status="exploded", reason="slo violation", message=None)
+    assert (result["status"], result["reason"]) == ("failed", "slo-violation")
+    assert "'exploded'" in result["message"] and "'slo violation'" in result["message"]
+    result = failure_result("DESCRIPTION", "c", status="ok", reason="", message="m")
+    assert (result["status"], result["reason"]) == ("failed", "failed")
+    result = failure_result("ADJUSTMENT", "c", status="cancelled", reason="user/abort", message="m")
+    assert (result["status"], result["reason"]) == ("cancelled", "user-abort")
+    assert parse_param("ADJUSTMENT", result) is not None
+
+
+def test_progress_is_kept_within_bounds() -> None:
+    assert len(progress_param("c", progress=1, runtime=1, message="x" * 10**6)["message"]) <= 8192
+    assert progress_param("c", progress=101, runtime=-1)["progress"] == 100
+    assert progress_param("c", progress=float("nan"), runtime=float("inf")) == {
+        "progress": 0.0,
+        "runtime": 0.0,
+        "cmd_uid": "c",
+    }
 
 
 def test_a_param_with_status_is_a_result_without_is_progress() -> None:

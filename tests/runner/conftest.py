@@ -101,7 +101,10 @@ def servo(tmp_path: Path) -> Iterator[Callable[..., ServoProcess]]:
     started: list[ServoProcess] = []
 
     def start(config: dict[str, Any], *args: str) -> ServoProcess:
-        process = ServoProcess(tmp_path, config, uuid.uuid4().hex, args)
+        # A second servo in one test gets its own directory: its config and log stay apart.
+        directory = tmp_path / f"servo-{len(started)}" if started else tmp_path
+        directory.mkdir(exist_ok=True)
+        process = ServoProcess(directory, config, uuid.uuid4().hex, args)
         started.append(process)
         return process
 
