@@ -128,7 +128,18 @@ def child_specs(config: ServoConfig) -> tuple[m.ChildSpec, ...]:
                 raise ConfigError(_validation_text(exc), key=f"{where}.config") from None
         timeout = spec.shutdown_timeout if spec.shutdown_timeout is not None else default_shutdown
         import_path = f"{cls.__module__}:{cls.__qualname__}"
-        specs.append(m.ChildSpec(spec.name, spec.type, spec.restart, timeout, dict(spec.config), import_path))
+        specs.append(
+            m.ChildSpec(
+                spec.name,
+                spec.type,
+                spec.restart,
+                timeout,
+                dict(spec.config),
+                import_path,
+                max_result_bytes=config.supervisor.max_result_bytes,
+                descendant_tracking=config.supervisor.descendant_tracking,
+            )
+        )
     return tuple(specs)
 
 
