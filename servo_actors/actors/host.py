@@ -30,8 +30,8 @@ from typing import Any
 
 from thespian.actors import Actor, ThespianWatch, WakeupMessage, WatchMessage
 
+from servo_actors.actors import descendants, processes
 from servo_actors.actors import messages as m
-from servo_actors.actors import processes
 from servo_actors.actors.plain_data import (
     NotPlainData,
     ResultTooLarge,
@@ -168,7 +168,11 @@ class _ConnectorCalls:
             if not mine:
                 return {"components": {}}, (), NOT_INVOLVED
             returned = self.connector.adjust(mine, call.control or Control(), progress)
-            return {"components": _mapping(self.plain(returned, "adjust()"), "adjust()")}, tuple(mine), "success"
+            return (
+                {"components": _mapping(self.plain(returned, "adjust()"), "adjust()")},
+                tuple(mine),
+                "success",
+            )
         if call.operation == "check":
             found = self.connector.check()
             if found is None:
@@ -247,6 +251,11 @@ class ConnectorHost(Actor):
             # The supervisor died between fork and prctl: nobody will ever kill this process.
             os.killpg(0, signal.SIGKILL)
         self._spec, self._generation, self._supervisor = msg.spec, msg.generation, sender
+        # Before any connector code runs: whatever it starts stays in this host's cgroup.
+        try:
+            descendants.contain_self(msg.spec.descendant_tracking)
+        except ValueError as exc:
+            _log.warning("connector %s: %s; relying on the subreaper", self._name, exc)
         self.wakeupAfter(PARENT_CHECK_INTERVAL)
         self._start_worker("startup", self._startup_work)
 

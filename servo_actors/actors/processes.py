@@ -130,7 +130,8 @@ def kill_session(
 
 
 @functools.cache
-def _libc() -> ctypes.CDLL:
+def libc() -> ctypes.CDLL:
+    """The C library already loaded into this process (for prctl)."""
     # The symbols already loaded into this process: no find_library (which runs ldconfig).
     # Cached, and so inherited by every process forked after the first call.
     return ctypes.CDLL(None, use_errno=True)
@@ -139,7 +140,7 @@ def _libc() -> ctypes.CDLL:
 def set_parent_death_signal(sig: int = signal.SIGKILL) -> bool:
     """Ask the kernel to send ``sig`` to this process when its parent (thread) exits. Linux only."""
     try:
-        return _libc().prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+        return libc().prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
 

@@ -39,8 +39,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from servo_actors.actors import descendants, processes
 from servo_actors.actors import messages as m
-from servo_actors.actors import processes
 from servo_actors.actors.results import OPERATIONS, OperationResult, aggregate
 from servo_actors.actors.system import ActorSystemHandle
 from servo_actors.config.connector_types import resolve_connector_type
@@ -279,6 +279,8 @@ class ServoRuntime:
             self._system = None
             self._supervisor = None
             survivors = system.kill()
+            if system.session_id is not None:  # processes that left the session, in its cgroups
+                survivors += descendants.release_session(system.session_id)
             if survivors:
                 _log.error("processes %s of the actor system survived SIGKILL", survivors)
             if self._own_run_dir and self._run_dir is not None:
