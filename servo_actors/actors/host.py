@@ -114,10 +114,11 @@ def _mapping(value: Any, what: str, *, none_ok: bool = True) -> dict[str, Any]:
 
 def _check_entry(item: Any, where: str) -> dict[str, Any]:
     plain = _mapping(to_plain(item, where=where), where, none_ok=False)
+    # Plain data already: str() of it cannot raise (nor be cut: the result's byte limit applies).
     return {
-        "name": safe_text(plain.get("name", "")),
+        "name": str(plain.get("name", "")),
         "success": bool(plain.get("success", False)),
-        "message": safe_text(plain.get("message") or ""),
+        "message": str(plain.get("message") or ""),
     }
 
 
@@ -438,7 +439,7 @@ class ConnectorHost(Actor):
         except SystemExit:
             raise
         except BaseException as exc:  # a connector bug must not take the host's reply with it
-            message = f"connector {name!r} raised {describe_exception(exc)} in {call.operation}"
+            message = f"connector {name!r} raised {type_name(exc)} in {call.operation}: {safe_text(exc)}"
             outcome = ConnectorOutcome(name, "failed", "connector-error", message)
         size = len(pickle.dumps(m.HostReply(call.request_id, name, self._generation, outcome, claimed)))
         if size > self._spec.max_result_bytes:
@@ -457,7 +458,8 @@ class ConnectorHost(Actor):
 
 def _failure_outcome(name: str, failure: ConnectorFailure) -> ConnectorOutcome:
     """The part a ConnectorFailure asks for; its fields are connector-supplied, so made text."""
-    status = safe_text(getattr(failure, "status", "failed"), WORD_LIMIT)
-    reason = safe_text(getattr(failure, "reason", "failed"), WORD_LIMIT)
+    status, reason = getattr(failure, "status", None), getattr(failure, "reason", None)
+    status = safe_text(status, WORD_LIMIT) if isinstance(status, str) else "failed"
+    reason = safe_text(reason, WORD_LIMIT) if isinstance(reason, str) else "failed"
     message = safe_text(getattr(failure, "message", ""))
     return ConnectorOutcome(name, status, reason, f"connector {name!r}: {message}")

@@ -24,6 +24,7 @@ TEXT_LIMIT = 2000
 
 _PLAIN_LEAVES = (str, int, float, bool, type(None))
 _PLAIN_KEYS = (int, float, bool, type(None))
+_TYPE_NAME = type.__dict__["__name__"]
 
 
 class NotPlainData(ValueError):
@@ -42,7 +43,8 @@ class ResultTooLarge(ValueError):
 def type_name(value: Any) -> str:
     """The name of ``value``'s type; never raises (a metaclass may make ``__name__`` raise)."""
     try:
-        name = type(value).__name__
+        # type's own descriptor: a metaclass may override __name__ (with a property that raises).
+        name = _TYPE_NAME.__get__(type(value), type)
         return name if type(name) is str else "object"
     except Exception:
         return "object"
