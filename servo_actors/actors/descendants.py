@@ -230,14 +230,20 @@ def _host_dirs(sid: int) -> list[tuple[CgroupKind, Path, int]]:
     return found
 
 
-def release_session(sid: int, *, timeout: float = 2.0) -> list[int]:
+def release_session(sid: int, *, timeout: float = 2.0, reap: bool = False) -> list[int]:
     """Kill every process in the cgroups of actor system ``sid`` and remove them all.
 
-    For the servo's exit, after its actor system is killed. Returns the PIDs still in a cgroup
-    after ``timeout`` seconds (normally none).
+    For the exits of a servo: after its actor system is killed (the servo), or when its owner is
+    gone (the supervisor, with ``reap``: it reaps every exited child of its own first, as a zombie
+    keeps its cgroup busy and nobody else would reap it before the supervisor itself is gone).
+    Returns the PIDs still in a cgroup after ``timeout`` seconds (normally none).
     """
     deadline = time.monotonic() + timeout
     while True:
+        if reap:
+            for child in own_children():
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(child, os.WNOHANG)
         left: list[int] = []
         for kind, directory, _pid in _host_dirs(sid):
             _kill_cgroup(kind, directory, freeze=True)
@@ -249,6 +255,26 @@ def release_session(sid: int, *, timeout: float = 2.0) -> list[int]:
     for kind in available_kinds():
         _remove(kind.session_dir(sid))
     return left
+
+
+def release_stale_sessions() -> list[int]:
+    """Kill and remove the cgroups of actor systems whose session has no live process left (their
+    servo and supervisor were killed together, so nobody released them). Returns their sids."""
+    live_sessions = {stat.sid for stat in processes.all_processes() if stat.alive}
+    stale = set()
+    for kind in available_kinds():
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(kind.base):
+                suffix = entry.name[len(SESSION_PREFIX) :]
+                if (
+                    entry.name.startswith(SESSION_PREFIX)
+                    and suffix.isdigit()
+                    and int(suffix) not in live_sessions
+                ):
+                    stale.add(int(suffix))
+    for sid in sorted(stale):
+        release_session(sid, timeout=0.0)
+    return sorted(stale)
 
 
 def cgroup_host(pid: int) -> int | None:

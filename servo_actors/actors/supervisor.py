@@ -119,6 +119,7 @@ class Supervisor(Actor):
         # Dies with the admin, its parent; its own children die with it the same way.
         processes.set_parent_death_signal()
         descendants.become_subreaper()  # orphans of the connectors' processes come to us (descendants.py)
+        descendants.release_stale_sessions()
         gc.freeze()  # as in ConnectorHost: inherited objects stay out of collections (shared pages)
         self._settings = m.SupervisorSettings()
         self._children: list[_Child] = []
@@ -673,7 +674,8 @@ class Supervisor(Actor):
         descendants.sweep(descendants.thespian_children(self))
         me, admin, sid = os.getpid(), os.getppid(), os.getsid(0)
         if sid > 1 and sid != self._owner_sid:
+            # Before the session: killing Thespian's logger ends the admin, and so (parent death) us.
+            descendants.release_session(sid, timeout=SELF_DESTRUCT_TIMEOUT, reap=True)
             processes.kill_session(sid, exclude=(me, admin), timeout=SELF_DESTRUCT_TIMEOUT, own=True)
-            descendants.release_session(sid, timeout=SELF_DESTRUCT_TIMEOUT)
             processes.kill_pids([admin])
         os.kill(me, signal.SIGKILL)

@@ -1,0 +1,281 @@
+"""Processes a connector starts outside its process group and session die with it, on every kill
+and on every exit of the servo, with each way of tracking them this machine allows.
+
+The connectors start, at every measure, a child in a new session and a double-forked daemon
+(chaos ``spawn_detached``), or shell commands that ``setsid`` (command connector). Every such
+process carries a marker unique to the test (argv or environment); the test finds them by it,
+and its cleanup kills only those, by PID.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servo_actors.actors import descendants, processes
+from servo_actors.connectors.base import Control
+
+pytestmark = pytest.mark.timeout(120)
+
+ROUNDS = 3
+GONE_WITHIN = 10.0
+"""Seconds for killed processes to disappear: generous, only a leak breaks it."""
+SLEEP = 300
+READ_ONLY_CGROUPS = """
+for mount in $(awk '$3 ~ /^cgroup/ {print $2}' /proc/self/mounts); do
+    mount --bind "$mount" "$mount" && mount -o remount,bind,ro "$mount" || exit 1
+done
+exec "$@"
+"""
+"""Run in a private mount namespace: every cgroup hierarchy read-only, then exec the arguments."""
+SERVO_SCRIPT = """
+import json, sys
+from servo_actors.actors import ServoRuntime, descendants
+from servo_actors.config.models import ServoConfig
+from servo_actors.connectors.base import Control
+
+with open(sys.argv[1]) as handle:  # not in argv: the marker would be in every forked process's
+    runtime = ServoRuntime(ServoConfig.model_validate(json.load(handle)))
+runtime.start()
+kinds = [kind.name for kind in descendants.available_kinds()]
+print(json.dumps({"sid": runtime.session_id, "run_dir": str(runtime.run_dir), "kinds": kinds}), flush=True)
+for line in sys.stdin:
+    step = line.strip()
+    if step == "measure":
+        result = runtime.run("measure", control=Control(duration=0))
+        answer = {"status": result.status, "message": result.message}
+    elif step == "cancel":
+        runtime.cancel()
+        answer = {}
+    elif step == "stop":
+        runtime.stop()
+        answer = {}
+    print(json.dumps(answer), flush=True)
+"""
+"""A servo in its own process, driven step by step on stdin (so it can be SIGKILLed, or run as
+another user)."""
+
+
+def _tracking_modes() -> list:
+    allowed = {kind.name for kind in descendants.available_kinds()}
+    modes = []
+    for mode in ("cgroup-v2", "cgroup-v1"):
+        skip = pytest.mark.skipif(mode not in allowed, reason=f"{mode} is not writable on this machine")
+        modes.append(pytest.param(mode, marks=skip))
+    return [*modes, "subreaper"]
+
+
+def marked(marker: str) -> list[int]:
+    """Live PIDs whose argv or environment holds ``marker``."""
+    found = []
+    needle = marker.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        blob = b""
+        for part in ("cmdline", "environ"):
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{entry}/{part}", "rb") as handle:
+                    blob += handle.read()
+        if needle in blob and processes.is_running(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+@pytest.fixture
+def marker() -> Iterator[str]:
+    """A marker unique to this test; whatever carries it is killed afterwards (by PID)."""
+    mark = f"servo-descendants-{uuid.uuid4().hex}"
+    yield mark
+    leftovers = marked(mark)
+    processes.kill_pids(leftovers)
+    assert not leftovers, f"processes of the connector outlived the test: {leftovers}"
+
+
+def _detaching_chaos(kit, marker: str) -> dict:
+    fault = {"action": "spawn_detached", "seconds": SLEEP, "marker": marker}
+    return kit.chaos("spawner", faults={"measure": fault})
+
+
+def _setsid_commands(marker: str) -> dict:
+    # Each detaches in the foreground (so before the command exits and its group is killed): a
+    # shell in a new session leaves one, then two sleeps behind, orphaned.
+    quiet = "</dev/null >/dev/null 2>&1"
+    measure = (
+        f"setsid sh -c 'sleep {SLEEP} & exit 0' {quiet}; "
+        f"setsid sh -c 'sleep {SLEEP} & sleep {SLEEP} & exit 0' {quiet}; "
+        "echo '{}'"
+    )
+    return {
+        "name": "commands",
+        "type": "command",
+        "config": {"env": {"DESCENDANTS_MARKER": marker}, "measure": measure},
+    }
+
+
+def _session_cgroups(sid: int) -> list[Path]:
+    return [kind.session_dir(sid) for kind in descendants.available_kinds() if kind.session_dir(sid).exists()]
+
+
+@pytest.mark.parametrize("mode", _tracking_modes())
+@pytest.mark.parametrize("connector", ["chaos", "command"])
+def test_detached_processes_die_with_their_connector_and_with_the_servo(
+    start_runtime, kit, marker, mode, connector
+) -> None:
+    spec = _detaching_chaos(kit, marker) if connector == "chaos" else _setsid_commands(marker)
+    runtime = start_runtime(spec, descendant_tracking=mode)
+    sid = runtime.session_id
+    name = spec["name"]
+    for _ in range(ROUNDS):
+        host = kit.pids(runtime)[name]
+        result = runtime.run("measure", control=Control(duration=0))
+        assert result.ok, result.message
+        if mode != "subreaper":
+            # In a cgroup they live as long as their connector, whatever session they are in.
+            expected = 2 if connector == "chaos" else 3
+            alive = kit.wait_for(
+                lambda n=expected: len(marked(marker)) >= n and marked(marker), timeout=GONE_WITHIN
+            )
+            assert all(descendants.cgroup_host(pid) == host for pid in alive), alive
+            assert all(processes.proc_stat(pid).sid != sid for pid in alive)
+        elif connector == "chaos":
+            # Without a cgroup an orphan cannot be told from another connector's: the daemon is
+            # killed as soon as the supervisor adopts it; the child in a new session (still the
+            # connector's child) runs until its connector dies.
+            kit.wait_for(lambda: len(marked(marker)) == 1, timeout=GONE_WITHIN, what="only the setsid child")
+            assert processes.proc_stat(marked(marker)[0]).ppid == host
+        else:
+            kit.wait_for(lambda: not marked(marker), timeout=GONE_WITHIN, what="orphans killed at once")
+        runtime.cancel()
+        kit.wait_for(lambda: not marked(marker), timeout=GONE_WITHIN, what="no detached process left")
+    assert runtime.run("measure", control=Control(duration=0)).ok
+    runtime.stop()
+    kit.wait_for(lambda: not marked(marker), timeout=GONE_WITHIN, what="no detached process left")
+    assert _session_cgroups(sid) == []
+
+
+def test_a_crashing_connector_takes_its_detached_processes_along(start_runtime, kit, marker) -> None:
+    spawn = {"action": "spawn_detached", "seconds": SLEEP, "marker": marker}
+    runtime = start_runtime(kit.chaos("crasher", faults={"measure": spawn, "check": {"action": "exit"}}))
+    assert runtime.run("measure", control=Control(duration=0)).ok
+    assert marked(marker)
+    assert runtime.run("check").parts["crasher"].reason == "connector-crashed"
+    kit.wait_for(lambda: not marked(marker), timeout=GONE_WITHIN, what="no detached process left")
+
+
+class _ServoProcess:
+    """SERVO_SCRIPT running as a child of the test (see its docstring)."""
+
+    def __init__(self, config: dict, directory: Path, read_only_cgroups: bool = False) -> None:
+        config_file = directory / "servo.json"
+        config_file.write_text(json.dumps(config))
+        command = [sys.executable, "-c", SERVO_SCRIPT, str(config_file)]
+        if read_only_cgroups:
+            command = [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                READ_ONLY_CGROUPS,
+                "sh",
+                *command,
+            ]
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.hello = self._answer()
+
+    def _answer(self) -> dict:
+        ready, _, _ = select.select([self.proc.stdout], [], [], GONE_WITHIN * 3)
+        assert ready, "the servo process did not answer"
+        line = self.proc.stdout.readline()
+        assert line, f"the servo process exited ({self.proc.wait(GONE_WITHIN)})"
+        return json.loads(line)
+
+    def step(self, what: str) -> dict:
+        self.proc.stdin.write(what + "\n")
+        self.proc.stdin.flush()
+        return self._answer()
+
+    def close(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        self.proc.wait(GONE_WITHIN)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            with contextlib.suppress(OSError):
+                stream.close()
+        sid = self.hello.get("sid")
+        if sid and processes.session_members(sid):
+            processes.kill_session(sid)
+        if self.hello.get("run_dir"):  # left behind by a SIGKILLed servo
+            shutil.rmtree(self.hello["run_dir"], ignore_errors=True)
+
+
+@pytest.fixture
+def servo_process(tmp_path: Path) -> Iterator:
+    started: list[_ServoProcess] = []
+
+    def start(config: dict, read_only_cgroups: bool = False) -> _ServoProcess:
+        started.append(_ServoProcess(config, tmp_path, read_only_cgroups))
+        return started[-1]
+
+    yield start
+    for servo in started:
+        servo.close()
+
+
+def _config(connector: dict, **supervisor) -> dict:
+    return {"connectors": [connector], "supervisor": supervisor}
+
+
+@pytest.mark.parametrize("mode", _tracking_modes())
+def test_nothing_survives_a_sigkill_of_the_servo(kit, marker, servo_process, mode) -> None:
+    servo = servo_process(_config(_detaching_chaos(kit, marker), descendant_tracking=mode))
+    sid = servo.hello["sid"]
+    assert servo.step("measure")["status"] == "ok"
+    assert marked(marker)
+    os.kill(servo.proc.pid, signal.SIGKILL)
+    servo.proc.wait(GONE_WITHIN)
+    # The supervisor notices its owner is gone (at its next tick) and kills everything.
+    kit.wait_for(lambda: not marked(marker), timeout=GONE_WITHIN, what="no detached process left")
+    kit.wait_for(lambda: not processes.session_members(sid), timeout=GONE_WITHIN, what="no actor left")
+    kit.wait_for(lambda: not _session_cgroups(sid), timeout=GONE_WITHIN, what="no cgroup left")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare")
+def test_without_writable_cgroups_the_subreaper_still_gets_everything(kit, marker, servo_process) -> None:
+    # As in a container with cgroupfs mounted read-only: "auto" falls back to the subreaper.
+    servo = servo_process(_config(_detaching_chaos(kit, marker)), read_only_cgroups=True)
+    assert servo.hello["kinds"] == []
+    for _ in range(ROUNDS):
+        assert servo.step("measure")["status"] == "ok"
+        assert marked(marker)
+        servo.step("cancel")
+        kit.wait_for(lambda: not marked(marker), timeout=GONE_WITHIN, what="no detached process left")
+    assert servo.step("measure")["status"] == "ok"
+    assert marked(marker)
+    servo.step("stop")
+    kit.wait_for(lambda: not marked(marker), timeout=GONE_WITHIN, what="no detached process left")
+
+
+def test_each_host_is_in_a_cgroup_of_its_own_removed_at_stop(start_runtime, kit) -> None:
+    if not descendants.available_kinds():
+        pytest.skip("no writable cgroup hierarchy on this machine")
+    runtime = start_runtime(kit.chaos("one"), kit.chaos("two"))
+    sid = runtime.session_id
+    for pid in kit.pids(runtime).values():
+        assert descendants.cgroup_host(pid) == pid
+    assert _session_cgroups(sid)
+    runtime.stop()
+    assert _session_cgroups(sid) == []
