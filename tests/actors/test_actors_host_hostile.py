@@ -87,6 +87,19 @@ def test_a_hostile_result_fails_at_once_and_the_host_goes_on(
     assert kit.pids(runtime)["hostile"] == pid
 
 
+def test_a_worker_thread_that_dies_fails_its_part_at_once_and_is_replaced(
+    start_runtime, kit, test_plugins
+) -> None:
+    runtime = start_runtime(_hostile(measure="kill_worker"), operation_grace=GRACE)
+    pid = kit.pids(runtime)["hostile"]
+    for _ in range(2):
+        part = _outcome(runtime, "measure").parts["hostile"]
+        assert (part.status, part.reason) == ("failed", "host-error"), part
+        assert part.message == "connector 'hostile': the host failed: its worker thread ended"
+        assert _outcome(runtime, "check").ok  # a fresh worker thread, in the same process
+        assert kit.pids(runtime)["hostile"] == pid
+
+
 def test_a_failure_whose_fields_cannot_be_printed(start_runtime, kit, test_plugins) -> None:
     runtime = start_runtime(_hostile(measure="weird_failure"), operation_grace=GRACE)
     part = _outcome(runtime, "measure").parts["hostile"]

@@ -129,7 +129,19 @@ def _progress_storm(progress: Any) -> None:
         thread.join(PROGRESS_SECONDS * 20)
 
 
+def _kill_the_worker_after_returning() -> None:
+    """Make the host's worker thread die outside any handler: a trace function (this thread's)
+    that raises when the host posts this operation's result."""
+
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_name == "_post":
+            raise RuntimeError("the worker thread is killed")
+
+    sys.settrace(tracer)
+
+
 BEHAVIOURS = {
+    "kill_worker": lambda ctx: _kill_the_worker_after_returning(),
     "unprintable_exception": lambda ctx: _raise(UnprintableError()),
     "nameless_exception": lambda ctx: _raise(NamelessError()),
     "keyboard_interrupt": lambda ctx: _raise(KeyboardInterrupt()),
