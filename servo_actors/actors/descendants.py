@@ -42,11 +42,15 @@ PR_SET_CHILD_SUBREAPER = 36
 FREEZE_TIMEOUT = 0.5
 """Seconds a cgroup-v1 kill waits for the freezer to report FROZEN before killing anyway."""
 FREEZE_POLL_INTERVAL = 0.005
+DRAIN_TIMEOUT = 1.0
+"""Seconds ``sweep_until_clean`` may take (it normally takes a few milliseconds)."""
 SESSION_PREFIX = "servo-actors-"
 HOST_PREFIX = "host-"
 TRACKING_MODES = ("auto", "cgroup-v2", "cgroup-v1", "subreaper")
 
 _log = logging.getLogger(__name__)
+_subreaper = False
+"""Whether this process became a subreaper (then orphans come to ``sweep``: no tree scan at kill)."""
 
 
 # ----- cgroups -----------------------------------------------------------------------------------
@@ -294,10 +298,12 @@ def cgroup_host(pid: int) -> int | None:
 
 def become_subreaper() -> bool:
     """Make this process the reaper of its orphaned descendants (Linux 3.4+); False if not possible."""
+    global _subreaper
     try:
-        return processes.libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        _subreaper = processes.libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
-        return False
+        _subreaper = False
+    return _subreaper
 
 
 def is_subreaper() -> bool:
@@ -327,12 +333,18 @@ def own_children() -> list[int]:
     return sorted(found)
 
 
-def tree(root: int) -> list[int]:
-    """``root``'s live descendants (not ``root`` itself), read from ``/proc``; parents first."""
+def _children_by_parent() -> dict[int, list[int]]:
     by_parent: dict[int, list[int]] = {}
     for stat in processes.all_processes():
         if stat.alive:
             by_parent.setdefault(stat.ppid, []).append(stat.pid)
+    return by_parent
+
+
+def tree(root: int, by_parent: dict[int, list[int]] | None = None) -> list[int]:
+    """``root``'s live descendants (not ``root`` itself), read from ``/proc``; parents first."""
+    if by_parent is None:
+        by_parent = _children_by_parent()
     found: list[int] = []
     frontier = [root]
     while frontier:
@@ -343,11 +355,12 @@ def tree(root: int) -> list[int]:
 
 
 def kill_tree(pid: int) -> None:
-    """SIGKILL host ``pid``, its process group, and every descendant: its cgroup's members if it has
-    one, else every process whose chain of parents leads to it.
+    """SIGKILL host ``pid``, its process group, and its descendants: its cgroup's members if it has
+    one; else, in a process that is not a subreaper, every process whose chain of parents leads to
+    it (in a subreaper its children come to ``sweep`` as orphans once it is dead: no /proc scan,
+    which costs milliseconds per kill on a busy machine).
 
-    Non-blocking and safe to repeat. Without a cgroup, a process forked while this runs escapes
-    the snapshot; as an orphan it comes to the subreaper, and ``sweep`` gets it.
+    Non-blocking and safe to repeat.
     """
     stat = processes.proc_stat(pid)
     sid = stat.sid if stat is not None else os.getsid(0)
@@ -357,7 +370,7 @@ def kill_tree(pid: int) -> None:
         if directory.is_dir():
             _kill_cgroup(kind, directory, freeze=False)
             contained = True
-    members = [] if contained else tree(pid)
+    members = [] if contained or _subreaper else tree(pid)
     processes.kill_pids([pid])
     processes.kill_process_group(pid)
     processes.kill_pids(members)
@@ -393,13 +406,15 @@ def sweep(started: Iterable[int] | None) -> list[int]:
     mine = set(started)
     live = {pid for pid in mine if processes.is_running(pid)}
     killed: list[int] = []
+    by_parent: dict[int, list[int]] | None = None
     for child in own_children():
         if child in mine:
             continue
         stat = processes.proc_stat(child)
         if stat is not None and stat.alive:
             if cgroup_host(child) not in live:
-                processes.kill_pids([child, *tree(child)])
+                by_parent = _children_by_parent() if by_parent is None else by_parent
+                processes.kill_pids([child, *tree(child, by_parent)])
                 killed.append(child)
             continue
         with contextlib.suppress(ChildProcessError, OSError):
@@ -414,3 +429,25 @@ def sweep(started: Iterable[int] | None) -> list[int]:
         else:
             _remove(directory)
     return killed
+
+
+def sweep_until_clean(started: Iterable[int] | None, timeout: float = DRAIN_TIMEOUT) -> list[int]:
+    """``sweep`` until no orphan is left, alive or unreaped: for the supervisor's last moments
+    (all hosts stopped, or the owner gone), when no later sweep will come.
+
+    A process killed while it forks leaves an orphan that arrives only after its parent exits;
+    once every orphan is dead and reaped, nothing more can come. Blocks at most ``timeout``
+    seconds. ``started`` as for ``sweep``; an empty one when the caller is about to exit (then
+    its hosts are killed and reaped too). Returns the PIDs of the orphans still there (normally
+    none).
+    """
+    if started is None:
+        return []
+    mine = set(started)
+    deadline = time.monotonic() + timeout
+    while True:
+        sweep(mine)
+        left = [child for child in own_children() if child not in mine]
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(processes.KILL_POLL_INTERVAL)

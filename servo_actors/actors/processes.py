@@ -43,7 +43,9 @@ def proc_stat(pid: int) -> ProcStat | None:
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     # The command name is in parentheses and may itself contain spaces or parentheses.
-    fields = raw[raw.rindex(")") + 2 :].split()
+    fields = raw[raw.rfind(")") + 2 :].split()
+    if len(fields) < 20:  # read as the process vanished: nothing to parse
+        return None
     return ProcStat(
         pid=pid,
         state=fields[0],

@@ -605,6 +605,7 @@ class Supervisor(Actor):
         self._ready_waiters, self._cancel_waiters = [], []
 
     def _stopped(self) -> None:
+        descendants.sweep_until_clean(descendants.thespian_children(self))  # the servo may exit next
         stopping, self._stopping = self._stopping, None
         assert stopping is not None
         if stopping.replacement is None:
@@ -671,7 +672,7 @@ class Supervisor(Actor):
         for child in self._children:
             if child.pid is not None:
                 descendants.kill_tree(child.pid)
-        descendants.sweep(descendants.thespian_children(self))
+        descendants.sweep_until_clean(set())  # hosts included: we are about to exit
         me, admin, sid = os.getpid(), os.getppid(), os.getsid(0)
         if sid > 1 and sid != self._owner_sid:
             # Before the session: killing Thespian's logger ends the admin, and so (parent death) us.
