@@ -5,7 +5,7 @@ that calls ``setsid`` (or ``setpgid``) leaves the group, and a double-forked dae
 the process tree. Three mechanisms, each closing what the one before leaves open:
 
 - **The process tree** (``kill_tree``): a host is killed together with every process whose chain
-  of parents leads to it, read from ``/proc``.
+  of parents leads to it, read from ``/proc`` (only where neither of the next two is available).
 - **A child subreaper** (``become_subreaper``; Linux ``PR_SET_CHILD_SUBREAPER``): the supervisor
   adopts every orphaned descendant instead of init, so a double-forked daemon, or a child that
   forked while its parent was being killed, becomes the supervisor's child. ``sweep`` kills
@@ -13,9 +13,17 @@ the process tree. Three mechanisms, each closing what the one before leaves open
   live host.
 - **A cgroup per host** (``contain_self``), where the machine lets the servo create one: every
   descendant stays in it whatever it does with sessions and groups, and the whole cgroup is
-  killed at once (cgroup v2 ``cgroup.kill``; cgroup v1 freezer: freeze, kill, thaw). With it, an
-  orphan of a live connector is left alone until its connector is killed; without it, an orphan
-  cannot be told apart and is killed at the next sweep.
+  killed at once (cgroup v2 ``cgroup.kill``; cgroup v1 freezer: freeze, kill, thaw).
+
+An orphan of a live connector is left alone until its connector is killed, if it can be told
+apart: by its cgroup, or else by the host's PID in the environment it was started with (HOST_ENV,
+which every program a connector runs inherits unless given another environment). An orphan
+that names no live host is killed at the next sweep.
+
+Exits: the supervisor sweeps until no orphan is left before it reports its children stopped and
+when its owner is gone (``sweep_until_clean``), and releases the system's cgroups
+(``release_session``), as does the servo after killing its actor system; a supervisor starting
+releases those of systems with no process left (``release_stale_sessions``).
 
 Cgroups live under the cgroup the servo started in, one directory per actor system (named by its
 session id) and one per host (named by its PID): ``servo-actors-<sid>/host-<pid>``.
@@ -42,11 +50,17 @@ PR_SET_CHILD_SUBREAPER = 36
 FREEZE_TIMEOUT = 0.5
 """Seconds a cgroup-v1 kill waits for the freezer to report FROZEN before killing anyway."""
 FREEZE_POLL_INTERVAL = 0.005
+RELEASE_TIMEOUT = 2.0
+"""Seconds ``release_session`` waits, by default, for the killed processes to leave their cgroups."""
 DRAIN_TIMEOUT = 1.0
 """Seconds ``sweep_until_clean`` may take (it normally takes a few milliseconds)."""
 SESSION_PREFIX = "servo-actors-"
 HOST_PREFIX = "host-"
 TRACKING_MODES = ("auto", "cgroup-v2", "cgroup-v1", "subreaper")
+HOST_ENV = "SERVO_ACTORS_CONNECTOR_HOST"
+"""Environment variable naming the connector host (its PID) in the programs its connector runs."""
+ENVIRON_LIMIT = 1 << 20
+"""Most bytes of a process's environment read when looking for HOST_ENV."""
 
 _log = logging.getLogger(__name__)
 _subreaper = False
@@ -234,7 +248,7 @@ def _host_dirs(sid: int) -> list[tuple[CgroupKind, Path, int]]:
     return found
 
 
-def release_session(sid: int, *, timeout: float = 2.0, reap: bool = False) -> list[int]:
+def release_session(sid: int, *, timeout: float = RELEASE_TIMEOUT, reap: bool = False) -> list[int]:
     """Kill every process in the cgroups of actor system ``sid`` and remove them all.
 
     For the exits of a servo: after its actor system is killed (the servo), or when its owner is
@@ -279,6 +293,37 @@ def release_stale_sessions() -> list[int]:
     for sid in sorted(stale):
         release_session(sid, timeout=0.0)
     return sorted(stale)
+
+
+def mark_environment() -> None:
+    """Name this host in its environment (HOST_ENV), which the programs its connector runs inherit:
+    without a cgroup, that is how ``sweep`` tells their orphans from those of no live host."""
+    os.environ[HOST_ENV] = str(os.getpid())
+
+
+def environment_host(pid: int) -> int | None:
+    """The host named (HOST_ENV) in the environment ``pid`` was started with, or None.
+
+    The environment a program was exec'd with: a child that a connector forks without exec
+    shows its host's own, which the host cannot change (nor can it name the host); a program
+    started with a cleared environment names none.
+    """
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            environ = handle.read(ENVIRON_LIMIT)
+    except OSError:
+        return None
+    prefix = HOST_ENV.encode() + b"="
+    for entry in environ.split(b"\0"):
+        if entry.startswith(prefix) and entry[len(prefix) :].isdigit():
+            return int(entry[len(prefix) :])
+    return None
+
+
+def owning_host(pid: int) -> int | None:
+    """The host ``pid`` belongs to: by its cgroup, else by its environment; None if unknown."""
+    found = cgroup_host(pid)
+    return found if found is not None else environment_host(pid)
 
 
 def cgroup_host(pid: int) -> int | None:
@@ -396,7 +441,7 @@ def sweep(started: Iterable[int] | None) -> list[int]:
 
     ``started``: the PIDs of every child process the caller started itself and has not reaped
     (``thespian_children``); every other child of the caller is an adopted orphan. Kills (with
-    their descendants) the orphans not in the cgroup of a live started host, reaps dead orphans
+    their descendants) the orphans that no live started host owns (``owning_host``), reaps dead orphans
     (by PID: never a started child, whose exit status belongs to its reaper), and kills and removes
     the cgroups of hosts that are no longer alive. Does nothing when ``started`` is None (unknown:
     any child might be a host). Never blocks. Returns the PIDs it sent SIGKILL to.
@@ -412,7 +457,7 @@ def sweep(started: Iterable[int] | None) -> list[int]:
             continue
         stat = processes.proc_stat(child)
         if stat is not None and stat.alive:
-            if cgroup_host(child) not in live:
+            if owning_host(child) not in live:
                 by_parent = _children_by_parent() if by_parent is None else by_parent
                 processes.kill_pids([child, *tree(child, by_parent)])
                 killed.append(child)

@@ -252,7 +252,9 @@ class ConnectorHost(Actor):
             # The supervisor died between fork and prctl: nobody will ever kill this process.
             os.killpg(0, signal.SIGKILL)
         self._spec, self._generation, self._supervisor = msg.spec, msg.generation, sender
-        # Before any connector code runs: whatever it starts stays in this host's cgroup.
+        # Before any connector code runs: whatever it starts stays in this host's cgroup, and
+        # names this host in its environment.
+        descendants.mark_environment()
         try:
             descendants.contain_self(msg.spec.descendant_tracking)
         except ValueError as exc:

@@ -19,6 +19,8 @@ PR_SET_PDEATHSIG = 1
 """prctl option: a signal the kernel sends this process when its parent thread exits."""
 KILL_POLL_INTERVAL = 0.01
 """Seconds between checks while waiting for killed processes to disappear."""
+KILL_SESSION_TIMEOUT = 2.0
+"""Seconds ``kill_session`` waits, by default, for the killed processes to disappear."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,7 @@ def kill_pids(pids: Iterable[int]) -> None:
 
 
 def kill_session(
-    sid: int, *, exclude: Iterable[int] = (), timeout: float = 2.0, own: bool = False
+    sid: int, *, exclude: Iterable[int] = (), timeout: float = KILL_SESSION_TIMEOUT, own: bool = False
 ) -> list[int]:
     """SIGKILL every live process of session ``sid`` but ``exclude``; wait up to ``timeout`` seconds.
 

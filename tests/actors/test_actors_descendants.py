@@ -141,28 +141,46 @@ def test_detached_processes_die_with_their_connector_and_with_the_servo(
         host = kit.pids(runtime)[name]
         result = runtime.run("measure", control=Control(duration=0))
         assert result.ok, result.message
+        # They live as long as their connector, whatever session they are in: owned by its host
+        # through its cgroup, or (subreaper) the host's PID in their environment.
+        expected = 2 if connector == "chaos" else 3
+        alive = kit.wait_for(
+            lambda n=expected: len(marked(marker)) >= n and marked(marker), timeout=GONE_WITHIN
+        )
+        assert all(processes.proc_stat(pid).sid != sid for pid in alive)
+        assert all(descendants.environment_host(pid) == host for pid in alive), alive
         if mode != "subreaper":
-            # In a cgroup they live as long as their connector, whatever session they are in.
-            expected = 2 if connector == "chaos" else 3
-            alive = kit.wait_for(
-                lambda n=expected: len(marked(marker)) >= n and marked(marker), timeout=GONE_WITHIN
-            )
             assert all(descendants.cgroup_host(pid) == host for pid in alive), alive
-            assert all(processes.proc_stat(pid).sid != sid for pid in alive)
-        elif connector == "chaos":
-            # Without a cgroup an orphan cannot be told from another connector's: the daemon is
-            # killed as soon as the supervisor adopts it; the child in a new session (still the
-            # connector's child) runs until its connector dies.
-            kit.wait_for(lambda: len(marked(marker)) == 1, timeout=GONE_WITHIN, what="only the setsid child")
-            assert processes.proc_stat(marked(marker)[0]).ppid == host
-        else:
-            kit.wait_for(lambda: not marked(marker), timeout=GONE_WITHIN, what="orphans killed at once")
         runtime.cancel()
         kit.wait_for(lambda: not marked(marker), timeout=GONE_WITHIN, what="no detached process left")
     assert runtime.run("measure", control=Control(duration=0)).ok
     runtime.stop()
     kit.wait_for(lambda: not marked(marker), timeout=GONE_WITHIN, what="no detached process left")
     assert _session_cgroups(sid) == []
+
+
+@pytest.mark.parametrize("mode", _tracking_modes())
+def test_an_orphan_that_names_no_host_lives_only_in_a_cgroup(start_runtime, kit, mode) -> None:
+    # Started with an empty environment: only a cgroup still ties it to its connector.
+    duration = f"{SLEEP}.{uuid.uuid4().int % 10**12:012d}"
+    quiet = "</dev/null >/dev/null 2>&1"
+    measure = f"env -i setsid sh -c 'sleep {duration} & exit 0' {quiet}; echo '{{}}'"
+    runtime = start_runtime(
+        {"name": "bare", "type": "command", "config": {"measure": measure}}, descendant_tracking=mode
+    )
+    try:
+        assert runtime.run("measure", control=Control(duration=0)).ok
+        if mode == "subreaper":
+            kit.wait_for(lambda: not marked(duration), timeout=GONE_WITHIN, what="the orphan killed")
+        else:
+            host = kit.pids(runtime)["bare"]
+            (orphan,) = kit.wait_for(lambda: marked(duration), timeout=GONE_WITHIN)
+            assert descendants.environment_host(orphan) is None
+            assert descendants.cgroup_host(orphan) == host
+        runtime.stop()
+        kit.wait_for(lambda: not marked(duration), timeout=GONE_WITHIN, what="no orphan left")
+    finally:
+        processes.kill_pids(marked(duration))
 
 
 def test_a_crashing_connector_takes_its_detached_processes_along(start_runtime, kit, marker) -> None:
