@@ -10,7 +10,15 @@ a thread that never returns costs nothing.
 
 The process is its own process group (``os.setpgrp`` at creation), so subprocesses a connector
 starts die with it, and it gets SIGKILL from the kernel when its parent (the supervisor) exits,
-with a periodic ``getppid`` check as a fallback.
+with a periodic ``getppid`` check as a fallback. Before the connector runs, the host moves into a
+cgroup of its own and names itself in its environment, so that what the connector starts can be
+found and killed even outside its group and session (``descendants``).
+
+Whatever the connector returns, raises or passes to ``progress()`` is connector code too: it is
+turned into plain data and text that cannot raise (``plain_data``), checked against the
+operation's shape, and a result that pickles to more than ``max_result_bytes`` is refused
+(``result-too-large``). The worker thread catches everything; should it end all the same, its
+job fails at once and the next job gets a fresh thread.
 """
 
 from __future__ import annotations
@@ -303,7 +311,10 @@ class ConnectorHost(Actor):
                 event = self._events.get_nowait()
             except queue.Empty:
                 return
-            self._forward(event)
+            try:
+                self._forward(event)
+            except Exception:  # one event that cannot be sent must not hold up the others
+                _log.exception("connector host %s could not forward %s", self._name, event[0])
         self._wake()
 
     def _forward(self, event: tuple[Any, ...]) -> None:
