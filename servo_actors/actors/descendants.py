@@ -11,7 +11,7 @@ the process tree. Three mechanisms, each closing what the one before leaves open
   forked while its parent was being killed, becomes the supervisor's child. ``sweep`` kills
   (and reaps, by PID only: Thespian reaps the hosts itself) every such child that belongs to no
   live host.
-- **A cgroup per host** (``contain_self``), where the machine lets the servo create one: every
+- **A cgroup per host** (``cgroups.contain_self``), where the machine lets the servo create one: every
   descendant stays in it whatever it does with sessions and groups, and the whole cgroup is
   killed at once (cgroup v2 ``cgroup.kill``; cgroup v1 freezer: freeze, kill, thaw).
 
@@ -24,39 +24,25 @@ Exits: the supervisor sweeps until no orphan is left before it reports its child
 when its owner is gone (``sweep_until_clean``), and releases the system's cgroups
 (``release_session``), as does the servo after killing its actor system; a supervisor starting
 releases those of systems with no process left (``release_stale_sessions``).
-
-Cgroups live under the cgroup the servo started in, one directory per actor system (named by its
-session id) and one per host (named by its PID): ``servo-actors-<sid>/host-<pid>``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import errno
-import functools
 import logging
 import os
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from servo_actors.actors import processes
+from servo_actors.actors import cgroups, processes
 
 PR_SET_CHILD_SUBREAPER = 36
 """prctl option: orphaned descendants of this process are reparented to it, not to init."""
-FREEZE_TIMEOUT = 0.5
-"""Seconds a cgroup-v1 kill waits for the freezer to report FROZEN before killing anyway."""
-FREEZE_POLL_INTERVAL = 0.005
 RELEASE_TIMEOUT = 2.0
 """Seconds ``release_session`` waits, by default, for the killed processes to leave their cgroups."""
 DRAIN_TIMEOUT = 1.0
 """Seconds ``sweep_until_clean`` may take (it normally takes a few milliseconds)."""
-SESSION_PREFIX = "servo-actors-"
-HOST_PREFIX = "host-"
-TRACKING_MODES = ("auto", "cgroup-v2", "cgroup-v1", "subreaper")
 HOST_ENV = "SERVO_ACTORS_CONNECTOR_HOST"
 """Environment variable naming the connector host (its PID) in the programs its connector runs."""
 ENVIRON_LIMIT = 1 << 20
@@ -65,187 +51,6 @@ ENVIRON_LIMIT = 1 << 20
 _log = logging.getLogger(__name__)
 _subreaper = False
 """Whether this process became a subreaper (then orphans come to ``sweep``: no tree scan at kill)."""
-
-
-# ----- cgroups -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CgroupKind:
-    """One way of containing hosts: a hierarchy, and where this process sits in it."""
-
-    name: str
-    """``cgroup-v2`` or ``cgroup-v1``."""
-    base: Path
-    """The cgroup this process was started in (host cgroups go below it)."""
-
-    def session_dir(self, sid: int) -> Path:
-        return self.base / f"{SESSION_PREFIX}{sid}"
-
-    def host_dir(self, sid: int, pid: int) -> Path:
-        return self.session_dir(sid) / f"{HOST_PREFIX}{pid}"
-
-
-def _mounts(mounts_text: str) -> tuple[Path | None, Path | None]:
-    """(cgroup2 mount, cgroup-v1 freezer mount) of a ``/proc/self/mounts`` text."""
-    v2 = v1 = None
-    for line in mounts_text.splitlines():
-        fields = line.split()
-        if len(fields) < 4:
-            continue
-        mount, fstype, options = fields[1], fields[2], fields[3].split(",")
-        if fstype == "cgroup2" and v2 is None:
-            v2 = Path(mount)
-        elif fstype == "cgroup" and "freezer" in options and v1 is None:
-            v1 = Path(mount)
-    return v2, v1
-
-
-def _own_paths(cgroup_text: str) -> tuple[str | None, str | None]:
-    """(cgroup2 path, freezer path) of this process from a ``/proc/self/cgroup`` text."""
-    v2 = v1 = None
-    for line in cgroup_text.splitlines():
-        number, _, rest = line.partition(":")
-        controllers, _, path = rest.partition(":")
-        if number == "0" and controllers == "":
-            v2 = path
-        elif "freezer" in controllers.split(","):
-            v1 = path
-    return v2, v1
-
-
-def _read(path: str | Path) -> str:
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except OSError:
-        return ""
-
-
-@functools.cache
-def available_kinds() -> tuple[CgroupKind, ...]:
-    """The cgroup kinds this process may create cgroups in, best first (cgroup-v2 needs
-    ``cgroup.kill``, Linux 5.14+). Empty when none is mounted or writable (not root, no delegation).
-
-    Cached: looked up once per process (a host inherits its supervisor's answer)."""
-    v2_mount, v1_mount = _mounts(_read("/proc/self/mounts"))
-    v2_path, v1_path = _own_paths(_read("/proc/self/cgroup"))
-    found = []
-    if v2_mount is not None and v2_path is not None:
-        base = v2_mount / v2_path.lstrip("/")
-        if os.access(base, os.W_OK) and ((base / "cgroup.kill").exists() or _kill_file_below(base)):
-            found.append(CgroupKind("cgroup-v2", base))
-    if v1_mount is not None and v1_path is not None:
-        base = v1_mount / v1_path.lstrip("/")
-        if os.access(base, os.W_OK) and (base / "cgroup.procs").exists():
-            found.append(CgroupKind("cgroup-v1", base))
-    return tuple(found)
-
-
-def _kill_file_below(base: Path) -> bool:
-    # The root cgroup has no cgroup.kill of its own: a probe cgroup shows whether the kernel has it.
-    probe = base / f"{SESSION_PREFIX}probe-{os.getpid()}"
-    try:
-        probe.mkdir()
-    except OSError:
-        return False
-    try:
-        return (probe / "cgroup.kill").exists()
-    finally:
-        with contextlib.suppress(OSError):
-            probe.rmdir()
-
-
-def choose_kind(mode: str) -> CgroupKind | None:
-    """The cgroup kind for ``mode`` (see TRACKING_MODES), or None: subreaper and process tree only.
-
-    Raises ValueError for an unknown mode. A mode naming a kind this machine does not allow gives
-    None too (the caller logs it): the other two mechanisms still run.
-    """
-    if mode not in TRACKING_MODES:
-        raise ValueError(
-            f"unknown descendant tracking {mode!r} (expected one of {', '.join(TRACKING_MODES)})"
-        )
-    if mode == "subreaper":
-        return None
-    for kind in available_kinds():
-        if mode in ("auto", kind.name):
-            return kind
-    return None
-
-
-def contain_self(mode: str) -> CgroupKind | None:
-    """Move this process (a host, before any connector code runs) into a cgroup of its own.
-
-    Returns the kind used, or None when ``mode`` is ``subreaper`` or no cgroup could be made (the
-    reason is logged; the process tree and the subreaper still cover the host).
-    """
-    kind = choose_kind(mode)
-    if kind is None:
-        return None
-    target = kind.host_dir(os.getsid(0), os.getpid())
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-        (target / "cgroup.procs").write_text("0\n")
-    except OSError as exc:
-        _log.warning("no %s cgroup for this connector (%s); relying on the subreaper", kind.name, exc)
-        with contextlib.suppress(OSError):
-            target.rmdir()
-        return None
-    return kind
-
-
-def _members(directory: Path) -> list[int]:
-    return [int(word) for word in _read(directory / "cgroup.procs").split() if word.isdigit()]
-
-
-def _kill_cgroup(kind: CgroupKind, directory: Path, *, freeze: bool) -> None:
-    """SIGKILL every process in ``directory`` (a host cgroup); gone in an instant with cgroup v2."""
-    if kind.name == "cgroup-v2":
-        with contextlib.suppress(OSError):
-            (directory / "cgroup.kill").write_text("1\n")
-        return
-    state = directory / "freezer.state"
-    frozen = False
-    if freeze:
-        # Frozen, nothing in it can fork between reading the members and killing them.
-        with contextlib.suppress(OSError):
-            state.write_text("FROZEN\n")
-            frozen = True
-        deadline = time.monotonic() + FREEZE_TIMEOUT
-        while frozen and _read(state).strip() == "FREEZING" and time.monotonic() < deadline:
-            time.sleep(FREEZE_POLL_INTERVAL)
-    processes.kill_pids(_members(directory))
-    if frozen:
-        with contextlib.suppress(OSError):
-            state.write_text("THAWED\n")  # the kills are delivered as the processes thaw
-
-
-def _remove(directory: Path) -> bool:
-    """rmdir a cgroup; False while processes remain in it (EBUSY)."""
-    try:
-        directory.rmdir()
-    except FileNotFoundError:
-        return True
-    except OSError as exc:
-        if exc.errno in (errno.EBUSY, errno.ENOTEMPTY):
-            return False
-        raise
-    return True
-
-
-def _host_dirs(sid: int) -> list[tuple[CgroupKind, Path, int]]:
-    found = []
-    for kind in available_kinds():
-        session = kind.session_dir(sid)
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(session):
-                name = entry.name
-                if entry.is_dir(follow_symlinks=False) and name.startswith(HOST_PREFIX):
-                    suffix = name[len(HOST_PREFIX) :]
-                    if suffix.isdigit():
-                        found.append((kind, Path(entry.path), int(suffix)))
-    return found
 
 
 def release_session(sid: int, *, timeout: float = RELEASE_TIMEOUT, reap: bool = False) -> list[int]:
@@ -263,15 +68,15 @@ def release_session(sid: int, *, timeout: float = RELEASE_TIMEOUT, reap: bool = 
                 with contextlib.suppress(ChildProcessError, OSError):
                     os.waitpid(child, os.WNOHANG)
         left: list[int] = []
-        for kind, directory, _pid in _host_dirs(sid):
-            _kill_cgroup(kind, directory, freeze=True)
-            if not _remove(directory):
-                left.extend(_members(directory))
+        for kind, directory, _pid in cgroups.host_dirs(sid):
+            cgroups.kill(kind, directory, freeze=True)
+            if not cgroups.remove(directory):
+                left.extend(cgroups.members(directory))
         if not left or time.monotonic() >= deadline:
             break
         time.sleep(processes.KILL_POLL_INTERVAL)
-    for kind in available_kinds():
-        _remove(kind.session_dir(sid))
+    for kind in cgroups.available_kinds():
+        cgroups.remove(kind.session_dir(sid))
     return left
 
 
@@ -280,12 +85,12 @@ def release_stale_sessions() -> list[int]:
     servo and supervisor were killed together, so nobody released them). Returns their sids."""
     live_sessions = {stat.sid for stat in processes.all_processes() if stat.alive}
     stale = set()
-    for kind in available_kinds():
+    for kind in cgroups.available_kinds():
         with contextlib.suppress(OSError):
             for entry in os.scandir(kind.base):
-                suffix = entry.name[len(SESSION_PREFIX) :]
+                suffix = entry.name[len(cgroups.SESSION_PREFIX) :]
                 if (
-                    entry.name.startswith(SESSION_PREFIX)
+                    entry.name.startswith(cgroups.SESSION_PREFIX)
                     and suffix.isdigit()
                     and int(suffix) not in live_sessions
                 ):
@@ -322,23 +127,19 @@ def environment_host(pid: int) -> int | None:
 
 def owning_host(pid: int) -> int | None:
     """The host ``pid`` belongs to: by its cgroup, else by its environment; None if unknown."""
-    found = cgroup_host(pid)
+    found = cgroups.cgroup_host(pid)
     return found if found is not None else environment_host(pid)
 
 
-def cgroup_host(pid: int) -> int | None:
-    """The host whose cgroup ``pid`` is in (the PID in its ``host-<pid>`` name), or None."""
-    for line in _read(f"/proc/{pid}/cgroup").splitlines():
-        path = line.split(":", 2)[-1]
-        parent, _, leaf = path.rpartition("/")
-        if leaf.startswith(HOST_PREFIX) and parent.rpartition("/")[2].startswith(SESSION_PREFIX):
-            suffix = leaf[len(HOST_PREFIX) :]
-            if suffix.isdigit():
-                return int(suffix)
-    return None
-
-
 # ----- the process tree and the subreaper --------------------------------------------------------
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except OSError:
+        return ""
 
 
 def become_subreaper() -> bool:
@@ -349,16 +150,6 @@ def become_subreaper() -> bool:
     except (OSError, AttributeError):
         _subreaper = False
     return _subreaper
-
-
-def is_subreaper() -> bool:
-    """Whether this process is a child subreaper (for tests and status)."""
-    value = ctypes.c_int(0)
-    try:
-        ok = processes.libc().prctl(PR_SET_CHILD_SUBREAPER + 1, ctypes.byref(value), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-    return ok and value.value == 1
 
 
 def own_children() -> list[int]:
@@ -410,10 +201,10 @@ def kill_tree(pid: int) -> None:
     stat = processes.proc_stat(pid)
     sid = stat.sid if stat is not None else os.getsid(0)
     contained = False
-    for kind in available_kinds():
+    for kind in cgroups.available_kinds():
         directory = kind.host_dir(sid, pid)
         if directory.is_dir():
-            _kill_cgroup(kind, directory, freeze=False)
+            cgroups.kill(kind, directory, freeze=False)
             contained = True
     members = [] if contained or _subreaper else tree(pid)
     processes.kill_pids([pid])
@@ -464,15 +255,15 @@ def sweep(started: Iterable[int] | None) -> list[int]:
             continue
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(child, os.WNOHANG)
-    for kind, directory, pid in _host_dirs(os.getsid(0)):
+    for kind, directory, pid in cgroups.host_dirs(os.getsid(0)):
         if pid in live:
             continue
-        members = _members(directory)
+        members = cgroups.members(directory)
         if members:
-            _kill_cgroup(kind, directory, freeze=True)
+            cgroups.kill(kind, directory, freeze=True)
             killed.extend(members)
         else:
-            _remove(directory)
+            cgroups.remove(directory)
     return killed
 
 

@@ -12,7 +12,7 @@ The process is its own process group (``os.setpgrp`` at creation), so subprocess
 starts die with it, and it gets SIGKILL from the kernel when its parent (the supervisor) exits,
 with a periodic ``getppid`` check as a fallback. Before the connector runs, the host moves into a
 cgroup of its own and names itself in its environment, so that what the connector starts can be
-found and killed even outside its group and session (``descendants``).
+found and killed even outside its group and session (``cgroups``, ``descendants``).
 
 Whatever the connector returns, raises or passes to ``progress()`` is connector code too: it is
 turned into plain data and text that cannot raise (``plain_data``), checked against the
@@ -38,7 +38,7 @@ from typing import Any
 
 from thespian.actors import Actor, ThespianWatch, WakeupMessage, WatchMessage
 
-from servo_actors.actors import descendants, processes
+from servo_actors.actors import cgroups, descendants, processes
 from servo_actors.actors import messages as m
 from servo_actors.actors.plain_data import (
     NotPlainData,
@@ -264,7 +264,7 @@ class ConnectorHost(Actor):
         # names this host in its environment.
         descendants.mark_environment()
         try:
-            descendants.contain_self(msg.spec.descendant_tracking)
+            cgroups.contain_self(msg.spec.descendant_tracking)
         except ValueError as exc:
             _log.warning("connector %s: %s; relying on the subreaper", self._name, exc)
         self.wakeupAfter(PARENT_CHECK_INTERVAL)

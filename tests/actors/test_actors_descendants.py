@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from servo_actors.actors import descendants, processes
+from servo_actors.actors import cgroups, descendants, processes
 from servo_actors.connectors.base import Control
 
 pytestmark = pytest.mark.timeout(120)
@@ -41,14 +41,14 @@ exec "$@"
 """Run in a private mount namespace: every cgroup hierarchy read-only, then exec the arguments."""
 SERVO_SCRIPT = """
 import json, sys
-from servo_actors.actors import ServoRuntime, descendants
+from servo_actors.actors import ServoRuntime, cgroups
 from servo_actors.config.models import ServoConfig
 from servo_actors.connectors.base import Control
 
 with open(sys.argv[1]) as handle:  # not in argv: the marker would be in every forked process's
     runtime = ServoRuntime(ServoConfig.model_validate(json.load(handle)))
 runtime.start()
-kinds = [kind.name for kind in descendants.available_kinds()]
+kinds = [kind.name for kind in cgroups.available_kinds()]
 print(json.dumps({"sid": runtime.session_id, "run_dir": str(runtime.run_dir), "kinds": kinds}), flush=True)
 for line in sys.stdin:
     step = line.strip()
@@ -68,7 +68,7 @@ another user)."""
 
 
 def _tracking_modes() -> list:
-    allowed = {kind.name for kind in descendants.available_kinds()}
+    allowed = {kind.name for kind in cgroups.available_kinds()}
     modes = []
     for mode in ("cgroup-v2", "cgroup-v1"):
         skip = pytest.mark.skipif(mode not in allowed, reason=f"{mode} is not writable on this machine")
@@ -125,7 +125,7 @@ def _setsid_commands(marker: str) -> dict:
 
 
 def _session_cgroups(sid: int) -> list[Path]:
-    return [kind.session_dir(sid) for kind in descendants.available_kinds() if kind.session_dir(sid).exists()]
+    return [kind.session_dir(sid) for kind in cgroups.available_kinds() if kind.session_dir(sid).exists()]
 
 
 @pytest.mark.parametrize("mode", _tracking_modes())
@@ -150,7 +150,7 @@ def test_detached_processes_die_with_their_connector_and_with_the_servo(
         assert all(processes.proc_stat(pid).sid != sid for pid in alive)
         assert all(descendants.environment_host(pid) == host for pid in alive), alive
         if mode != "subreaper":
-            assert all(descendants.cgroup_host(pid) == host for pid in alive), alive
+            assert all(cgroups.cgroup_host(pid) == host for pid in alive), alive
         runtime.cancel()
         kit.wait_for(lambda: not marked(marker), timeout=GONE_WITHIN, what="no detached process left")
     assert runtime.run("measure", control=Control(duration=0)).ok
@@ -176,7 +176,7 @@ def test_an_orphan_that_names_no_host_lives_only_in_a_cgroup(start_runtime, kit,
             host = kit.pids(runtime)["bare"]
             (orphan,) = kit.wait_for(lambda: marked(duration), timeout=GONE_WITHIN)
             assert descendants.environment_host(orphan) is None
-            assert descendants.cgroup_host(orphan) == host
+            assert cgroups.cgroup_host(orphan) == host
         runtime.stop()
         kit.wait_for(lambda: not marked(duration), timeout=GONE_WITHIN, what="no orphan left")
     finally:
@@ -288,12 +288,48 @@ def test_without_writable_cgroups_the_subreaper_still_gets_everything(kit, marke
 
 
 def test_each_host_is_in_a_cgroup_of_its_own_removed_at_stop(start_runtime, kit) -> None:
-    if not descendants.available_kinds():
+    if not cgroups.available_kinds():
         pytest.skip("no writable cgroup hierarchy on this machine")
     runtime = start_runtime(kit.chaos("one"), kit.chaos("two"))
     sid = runtime.session_id
     for pid in kit.pids(runtime).values():
-        assert descendants.cgroup_host(pid) == pid
+        assert cgroups.cgroup_host(pid) == pid
     assert _session_cgroups(sid)
     runtime.stop()
     assert _session_cgroups(sid) == []
+
+
+HYBRID_MOUNTS = """tmpfs /sys/fs/cgroup tmpfs rw 0 0
+cgroup /sys/fs/cgroup/freezer cgroup rw,relatime,freezer 0 0
+cgroup /sys/fs/cgroup/pids cgroup rw,relatime,pids 0 0
+cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0
+"""
+PURE_V2_MOUNTS = "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime,nsdelegate 0 0\n"
+V1_ONLY_MOUNTS = "cgroup /sys/fs/cgroup/cpu,freezer cgroup rw,cpu,freezer 0 0\n"
+
+
+@pytest.mark.parametrize(
+    ("mounts", "own", "expected"),
+    [
+        (
+            HYBRID_MOUNTS,
+            "6:freezer:/a\n0::/b\n",
+            (Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup/freezer"), "/b", "/a"),
+        ),
+        (
+            PURE_V2_MOUNTS,
+            "0::/user.slice/servo.service\n",
+            (Path("/sys/fs/cgroup"), None, "/user.slice/servo.service", None),
+        ),
+        (V1_ONLY_MOUNTS, "3:cpu,freezer:/c\n", (None, Path("/sys/fs/cgroup/cpu,freezer"), None, "/c")),
+        ("", "", (None, None, None, None)),
+    ],
+)
+def test_where_cgroups_are_found(mounts, own, expected) -> None:
+    assert (*cgroups.parse_mounts(mounts), *cgroups.parse_own_paths(own)) == expected
+
+
+def test_an_unknown_tracking_mode_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="unknown descendant tracking 'cgroups' \\(expected one of auto, "):
+        cgroups.choose_kind("cgroups")
+    assert cgroups.choose_kind("subreaper") is None
