@@ -147,6 +147,8 @@ def contain_self(mode: str) -> CgroupKind | None:
         return None
     target = kind.host_dir(os.getsid(0), os.getpid())
     try:
+        if target.is_dir():  # left by a dead host whose PID this one reuses: not ours to keep
+            kill(kind, target, freeze=True)
         target.mkdir(parents=True, exist_ok=True)
         (target / "cgroup.procs").write_text("0\n")
     except OSError as exc:

@@ -44,7 +44,8 @@ RELEASE_TIMEOUT = 2.0
 DRAIN_TIMEOUT = 1.0
 """Seconds ``sweep_until_clean`` may take (it normally takes a few milliseconds)."""
 HOST_ENV = "SERVO_ACTORS_CONNECTOR_HOST"
-"""Environment variable naming the connector host (its PID) in the programs its connector runs."""
+"""Environment variable naming the connector host (``PID:start ticks``) in the programs its
+connector runs."""
 ENVIRON_LIMIT = 1 << 20
 """Most bytes of a process's environment read when looking for HOST_ENV."""
 
@@ -103,11 +104,13 @@ def release_stale_sessions() -> list[int]:
 def mark_environment() -> None:
     """Name this host in its environment (HOST_ENV), which the programs its connector runs inherit:
     without a cgroup, that is how ``sweep`` tells their orphans from those of no live host."""
-    os.environ[HOST_ENV] = str(os.getpid())
+    me = os.getpid()
+    os.environ[HOST_ENV] = f"{me}:{processes.start_ticks(me)}"
 
 
 def environment_host(pid: int) -> int | None:
-    """The host named (HOST_ENV) in the environment ``pid`` was started with, or None.
+    """The live host named (HOST_ENV: ``PID:start ticks``) in the environment ``pid`` was started
+    with, or None.
 
     The environment a program was exec'd with: a child that a connector forks without exec
     shows its host's own, which the host cannot change (nor can it name the host); a program
@@ -120,8 +123,11 @@ def environment_host(pid: int) -> int | None:
         return None
     prefix = HOST_ENV.encode() + b"="
     for entry in environ.split(b"\0"):
-        if entry.startswith(prefix) and entry[len(prefix) :].isdigit():
-            return int(entry[len(prefix) :])
+        if entry.startswith(prefix):
+            pid, _, started = entry[len(prefix) :].partition(b":")
+            # With its start time: a process that reuses a dead host's PID is not that host.
+            if pid.isdigit() and started.isdigit() and processes.start_ticks(int(pid)) == int(started):
+                return int(pid)
     return None
 
 
