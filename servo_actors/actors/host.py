@@ -42,6 +42,7 @@ from servo_actors.actors import cgroups, descendants, processes
 from servo_actors.actors import messages as m
 from servo_actors.actors.plain_data import (
     NotPlainData,
+    PlainConverter,
     ResultTooLarge,
     describe_exception,
     progress_percent,
@@ -120,8 +121,8 @@ def _mapping(value: Any, what: str, *, none_ok: bool = True) -> dict[str, Any]:
     return value
 
 
-def _check_entry(item: Any, where: str) -> dict[str, Any]:
-    plain = _mapping(to_plain(item, where=where), where, none_ok=False)
+def _check_entry(converter: PlainConverter, item: Any, where: str) -> dict[str, Any]:
+    plain = _mapping(converter.convert(item, where), where, none_ok=False)
     # Plain data already: str() of it cannot raise (nor be cut: the result's byte limit applies).
     return {
         "name": str(plain.get("name", "")),
@@ -150,8 +151,8 @@ class _ConnectorCalls:
         if self._description is None:
             described = _mapping(self.plain(self.connector.describe(), "describe()"), "describe()")
             self._description = {
-                "components": _mapping(described.get("components"), "describe()['components']"),
-                "metrics": _mapping(described.get("metrics"), "describe()['metrics']"),
+                "components": _mapping(described.get("components"), "describe().components"),
+                "metrics": _mapping(described.get("metrics"), "describe().metrics"),
             }
         return self._description
 
@@ -167,8 +168,8 @@ class _ConnectorCalls:
             wanted = owned if call.metrics is None else [name for name in call.metrics if name in owned]
             returned = self.connector.measure(wanted, call.control or Control(), progress)
             measured = _mapping(self.plain(returned, "measure()"), "measure()")
-            found = _mapping(measured.get("metrics"), "measure()['metrics']")
-            annotations = _mapping(measured.get("annotations"), "measure()['annotations']")
+            found = _mapping(measured.get("metrics"), "measure().metrics")
+            annotations = _mapping(measured.get("annotations"), "measure().annotations")
             metrics = {k: v for k, v in found.items() if k in wanted}
             return {"metrics": metrics, "annotations": annotations}, (), "success"
         if call.operation == "adjust":
@@ -188,10 +189,10 @@ class _ConnectorCalls:
                 return {"checks": []}, (), "success"
             if isinstance(found, (str, bytes, Mapping)) or not isinstance(found, Iterable):
                 raise InvalidResult(f"check() returned a {type_name(found)}, not a list of checks")
-            entries = []
-            for index, item in enumerate(found):
-                entries.append(_check_entry(item, f"check()[{index}]"))
-            return {"checks": self.plain(entries, "check()")}, (), "success"
+            # One byte budget for all entries: a generator that never ends is stopped by it.
+            converter = PlainConverter(self.byte_limit)
+            entries = [_check_entry(converter, item, f"check()[{index}]") for index, item in enumerate(found)]
+            return {"checks": entries}, (), "success"
         raise ValueError(f"unknown operation {call.operation!r}")
 
 

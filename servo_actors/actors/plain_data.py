@@ -10,7 +10,12 @@ what reaches the optimizer anyway), converted here, and formats connector object
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import enum
 import math
+import pathlib
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,6 +30,18 @@ TEXT_LIMIT = 2000
 _PLAIN_LEAVES = (str, int, float, bool, type(None))
 _PLAIN_KEYS = (int, float, bool, type(None))
 _TYPE_NAME = type.__dict__["__name__"]
+_JSON_SCALARS = (
+    datetime.date,
+    datetime.time,
+    datetime.timedelta,
+    decimal.Decimal,
+    uuid.UUID,
+    enum.Enum,
+    pathlib.PurePath,
+    bytes,
+    bytearray,
+)
+"""Other types a result may hold, as JSON has them (ISO dates, decimals as numbers...)."""
 
 
 class NotPlainData(ValueError):
@@ -85,15 +102,20 @@ def to_plain(value: Any, *, where: str = "result", byte_limit: int | None = None
     type, a non-scalar key, a structure that contains itself, nesting past MAX_DEPTH. With
     ``byte_limit``, raises ResultTooLarge as soon as the result certainly pickles to more bytes.
     """
-    walk = _Walk(byte_limit)
-    return walk.plain(value, where, 0)
+    return PlainConverter(byte_limit).convert(value, where)
 
 
-class _Walk:
-    def __init__(self, byte_limit: int | None) -> None:
+class PlainConverter:
+    """``to_plain`` for several values that share one byte limit (the entries of a check)."""
+
+    def __init__(self, byte_limit: int | None = None) -> None:
         self.byte_limit = byte_limit
         self.at_least = 0
         self.active: set[int] = set()
+
+    def convert(self, value: Any, where: str) -> Any:
+        """``value`` as plain data (see ``to_plain``), counted against the shared limit."""
+        return self.plain(value, where, 0)
 
     def count(self, size: int) -> None:
         # A lower bound of the pickled size: every item takes a byte or more, a string its length.
@@ -117,8 +139,12 @@ class _Walk:
             return self.plain(int.__index__(value), path, depth)
         if isinstance(value, float):
             return self.plain(float.__float__(value), path, depth)
-        if isinstance(value, (Mapping, list, tuple)):
+        if isinstance(value, (Mapping, list, tuple, set, frozenset)):
             return self.container(value, path, depth)
+        if not isinstance(value, _JSON_SCALARS):
+            # Not even pydantic's general conversion: it would run an iterator to its end, however
+            # long, before the byte limit could stop it.
+            raise NotPlainData(f"{path}: a {type_name(value)} is not plain data")
         try:
             converted = to_jsonable_python(value)
         except Exception:
@@ -139,7 +165,10 @@ class _Walk:
                     text = self.key(key, path)
                     result[text] = self.plain(item, f"{path}.{text}", depth + 1)
                 return result
-            sequence = list.__iter__(value) if isinstance(value, list) else tuple.__iter__(value)
+            for base in (list, tuple, set, frozenset):
+                if isinstance(value, base):
+                    sequence = base.__iter__(value)  # the type's own: an override may not end
+                    break
             return [self.plain(item, f"{path}[{index}]", depth + 1) for index, item in enumerate(sequence)]
         finally:
             self.active.discard(ident)

@@ -60,6 +60,8 @@ CASES = [
     ("measure", "recursive", "invalid-result", ["measure().metrics.m", "contains itself"]),
     ("measure", "deep", "invalid-result", ["nested deeper than"]),
     ("check", "generator_raises", "connector-error", ["raised UnprintableError in check"]),
+    ("check", "endless_checks", "result-too-large", ["check result of more than", "max_result_bytes"]),
+    ("measure", "endless_value", "invalid-result", ["measure().metrics.m: a count is not plain data"]),
     ("check", "check_not_a_list", "invalid-result", ["check() returned a dict, not a list of checks"]),
     ("check", "list", "invalid-result", ["check()[0]", "is a str, not a mapping"]),
     ("describe", "list", "invalid-result", ["describe()", "is a list, not a mapping"]),

@@ -6,6 +6,7 @@ without one behaves (one metric ``m``, one component ``c``). See BEHAVIOURS.
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 import threading
@@ -97,6 +98,11 @@ def _checks_then_raise() -> Iterator[dict[str, Any]]:
     raise UnprintableError()
 
 
+def _endless_checks() -> Iterator[dict[str, Any]]:
+    while True:
+        yield {"name": "again", "success": True, "message": "and again"}
+
+
 def _recursive() -> dict[str, Any]:
     loop: dict[str, Any] = {"metrics": {}}
     loop["metrics"]["m"] = loop
@@ -152,6 +158,8 @@ BEHAVIOURS = {
     "recursive": lambda ctx: _recursive(),
     "deep": lambda ctx: _deep(),
     "generator_raises": lambda ctx: _checks_then_raise(),
+    "endless_checks": lambda ctx: _endless_checks(),
+    "endless_value": lambda ctx: {"metrics": {"m": itertools.count()}},
     "check_not_a_list": lambda ctx: {"name": "x"},
     "weird_failure": lambda ctx: _raise(_weird_failure()),
     "huge_exit_code": lambda ctx: sys.exit(2**100),
