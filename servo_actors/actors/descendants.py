@@ -238,15 +238,19 @@ def sweep(started: Iterable[int] | None) -> list[int]:
 
     ``started``: the PIDs of every child process the caller started itself and has not reaped
     (``thespian_children``); every other child of the caller is an adopted orphan. Kills (with
-    their descendants) the orphans that no live started host owns (``owning_host``), reaps dead orphans
-    (by PID: never a started child, whose exit status belongs to its reaper), and kills and removes
-    the cgroups of hosts that are no longer alive. Does nothing when ``started`` is None (unknown:
+    their descendants) the orphans that no live started host owns (``owning_host``), reaps dead
+    orphans (by PID: never a started child, whose exit status belongs to its reaper), and kills
+    and removes the cgroups of hosts that are no longer alive. Does nothing when ``started`` is None (unknown:
     any child might be a host). Never blocks. Returns the PIDs it sent SIGKILL to.
     """
     if started is None:
         return []
     mine = set(started)
-    live = {pid for pid in mine if processes.is_running(pid)}
+
+    def live(host: int | None) -> bool:
+        # Asked only about owners and cgroups found: a cancel of many hosts sweeps once per host.
+        return host is not None and host in mine and processes.is_running(host)
+
     killed: list[int] = []
     by_parent: dict[int, list[int]] | None = None
     for child in own_children():
@@ -254,7 +258,7 @@ def sweep(started: Iterable[int] | None) -> list[int]:
             continue
         stat = processes.proc_stat(child)
         if stat is not None and stat.alive:
-            if owning_host(child) not in live:
+            if not live(owning_host(child)):
                 by_parent = _children_by_parent() if by_parent is None else by_parent
                 processes.kill_pids([child, *tree(child, by_parent)])
                 killed.append(child)
@@ -262,7 +266,7 @@ def sweep(started: Iterable[int] | None) -> list[int]:
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(child, os.WNOHANG)
     for kind, directory, pid in cgroups.host_dirs(os.getsid(0)):
-        if pid in live:
+        if live(pid):
             continue
         members = cgroups.members(directory)
         if members:
