@@ -290,13 +290,13 @@ class ConnectorHost(Actor):
         self._start_worker("shutdown", self._shutdown_work)
 
     def _check_parent(self) -> None:
+        self.wakeupAfter(PARENT_CHECK_INTERVAL)  # first: should anything below raise, checks go on
         if os.getppid() != self._parent_pid:
             os.killpg(0, signal.SIGKILL)
         worker = self._worker
         if self._busy is not None and worker is not None and not worker.is_alive():
             # Cannot happen (the worker catches everything and says so if it ends): belt and braces.
             self._forward(self._job_failed(self._busy, "its worker thread ended"))
-        self.wakeupAfter(PARENT_CHECK_INTERVAL)
 
     def _drain(self) -> None:
         with contextlib.suppress(BlockingIOError):
