@@ -83,7 +83,10 @@ def release_session(sid: int, *, timeout: float = RELEASE_TIMEOUT, reap: bool = 
 
 def release_stale_sessions() -> list[int]:
     """Kill and remove the cgroups of actor systems whose session has no live process left (their
-    servo and supervisor were killed together, so nobody released them). Returns their sids."""
+    servo and supervisor were killed together, so nobody released them). Returns their sids.
+
+    Only where every process left in them is visible here: sessions are judged by what this
+    process sees in /proc."""
     live_sessions = {stat.sid for stat in processes.all_processes() if stat.alive}
     stale = set()
     for kind in cgroups.available_kinds():
@@ -96,9 +99,17 @@ def release_stale_sessions() -> list[int]:
                     and int(suffix) not in live_sessions
                 ):
                     stale.add(int(suffix))
+    released = []
     for sid in sorted(stale):
-        release_session(sid, timeout=0.0)
-    return sorted(stale)
+        members = [
+            pid for _kind, directory, _host in cgroups.host_dirs(sid) for pid in cgroups.members(directory)
+        ]
+        # A member this process cannot see is in another PID namespace (another container sharing
+        # the hierarchy), whose sessions are not ours to judge: leave them alone.
+        if all(pid > 0 and processes.proc_stat(pid) is not None for pid in members):
+            release_session(sid, timeout=0.0)
+            released.append(sid)
+    return released
 
 
 def mark_environment() -> None:

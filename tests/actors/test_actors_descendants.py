@@ -333,3 +333,37 @@ def test_an_unknown_tracking_mode_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="unknown descendant tracking 'cgroups' \\(expected one of auto, "):
         cgroups.choose_kind("cgroups")
     assert cgroups.choose_kind("subreaper") is None
+
+
+@pytest.mark.parametrize("mode", [m for m in _tracking_modes() if m != "subreaper"])
+def test_cgroups_of_a_session_with_no_process_left_are_released(kit, marker, mode) -> None:
+    kind = cgroups.choose_kind(mode)
+    dead_sid = _unused_pid()
+    stale, alive = kind.host_dir(dead_sid, 1), kind.host_dir(os.getsid(0), 1)
+    orphan = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({SLEEP})", marker])
+    try:
+        for directory in (stale, alive):
+            directory.mkdir(parents=True)
+        (stale / "cgroup.procs").write_text(f"{orphan.pid}\n")
+        descendants.release_stale_sessions()
+        assert orphan.wait(GONE_WITHIN) == -signal.SIGKILL
+        # Killed at once; removed once empty (here at once, or at the next supervisor's start).
+        descendants.release_stale_sessions()
+        assert not stale.parent.exists()
+        assert alive.exists(), "a session with live processes is not stale"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            orphan.kill()
+        orphan.wait(GONE_WITHIN)
+        for directory in (stale, alive):
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+                directory.parent.rmdir()
+
+
+def _unused_pid() -> int:
+    """A PID no process has now (so no session has it as its id)."""
+    used = {stat.sid for stat in processes.all_processes()} | {stat.pid for stat in processes.all_processes()}
+    with open("/proc/sys/kernel/pid_max") as handle:
+        top = int(handle.read())
+    return next(pid for pid in range(top - 1, 1, -1) if pid not in used)
