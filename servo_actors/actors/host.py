@@ -10,7 +10,15 @@ a thread that never returns costs nothing.
 
 The process is its own process group (``os.setpgrp`` at creation), so subprocesses a connector
 starts die with it, and it gets SIGKILL from the kernel when its parent (the supervisor) exits,
-with a periodic ``getppid`` check as a fallback.
+with a periodic ``getppid`` check as a fallback. Before the connector runs, the host moves into a
+cgroup of its own and names itself in its environment, so that what the connector starts can be
+found and killed even outside its group and session (``cgroups``, ``descendants``).
+
+Whatever the connector returns, raises or passes to ``progress()`` is connector code too: it is
+turned into plain data and text that cannot raise (``plain_data``), checked against the
+operation's shape, and a result that pickles to more than ``max_result_bytes`` is refused
+(``result-too-large``). The worker thread catches everything; should it end all the same, its
+job fails at once and the next job gets a fresh thread.
 """
 
 from __future__ import annotations
@@ -24,15 +32,24 @@ import pickle
 import queue
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel
 from thespian.actors import Actor, ThespianWatch, WakeupMessage, WatchMessage
 
+from servo_actors.actors import cgroups, descendants, processes
 from servo_actors.actors import messages as m
-from servo_actors.actors import processes
+from servo_actors.actors.plain_data import (
+    NotPlainData,
+    PlainConverter,
+    ResultTooLarge,
+    describe_exception,
+    progress_percent,
+    safe_text,
+    to_plain,
+    type_name,
+)
 from servo_actors.actors.results import ConnectorOutcome
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control
 
@@ -54,30 +71,21 @@ FATAL_SIGNALS = (
 """Signals that end a host process the default way (Thespian would otherwise catch them)."""
 NOT_INVOLVED = "not-involved"
 """Reason of an adjust part whose connector owns none of the requested components (dropped)."""
+RESULT_TOO_LARGE = "result-too-large"
+"""Reason of a part whose result pickles to more than the connector's ``max_result_bytes``."""
+INVALID_RESULT = "invalid-result"
+"""Reason of a part whose result is not plain data of the operation's shape."""
+HOST_ERROR = "host-error"
+"""Reason of a part the host itself failed (should never be seen: everything is caught)."""
+PROGRESS_MESSAGE_LIMIT = 500
+"""Most characters of a progress message forwarded."""
+WORD_LIMIT = 64
+"""Most characters of a status or reason word taken from a ConnectorFailure."""
+DRAIN_LIMIT = 64
+"""Most events the actor thread forwards per wake-up (it wakes itself again for the rest)."""
+MAX_EXIT_CODE = 255
 
 _log = logging.getLogger(__name__)
-
-
-def to_plain(value: Any) -> Any:
-    """Pydantic models and containers of them as plain dicts/lists in wire shape (picklable)."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
-    if isinstance(value, dict):
-        return {str(key): to_plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_plain(item) for item in value]
-    return value
-
-
-def _check_entry(item: Any) -> dict[str, Any]:
-    plain = to_plain(item)
-    if not isinstance(plain, dict):
-        raise TypeError(f"a check result must be a mapping, not {type(plain).__name__}")
-    return {
-        "name": str(plain.get("name", "")),
-        "success": bool(plain.get("success", False)),
-        "message": str(plain.get("message") or ""),
-    }
 
 
 def connector_class(spec: m.ChildSpec) -> type[Connector]:
@@ -101,20 +109,50 @@ def build_connector(spec: m.ChildSpec) -> Connector:
     return cls(spec.name, config)
 
 
-class _ConnectorCalls:
-    """What the worker thread does for each operation: plain Python, no actor state."""
+class InvalidResult(ValueError):
+    """A connector returned something of the wrong shape or that is not plain data."""
 
-    def __init__(self, connector: Connector) -> None:
+
+def _mapping(value: Any, what: str, *, none_ok: bool = True) -> dict[str, Any]:
+    if value is None and none_ok:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidResult(f"{what} is a {type_name(value)}, not a mapping")
+    return value
+
+
+def _check_entry(converter: PlainConverter, item: Any, where: str) -> dict[str, Any]:
+    plain = _mapping(converter.convert(item, where), where, none_ok=False)
+    # Plain data already: str() of it cannot raise (nor be cut: the result's byte limit applies).
+    return {
+        "name": str(plain.get("name", "")),
+        "success": bool(plain.get("success", False)),
+        "message": str(plain.get("message") or ""),
+    }
+
+
+class _ConnectorCalls:
+    """What the worker thread does for each operation: plain Python, no actor state.
+
+    Everything the connector returns goes through ``to_plain`` and a shape check, so what leaves
+    is plain data of the wire shape or an InvalidResult saying what is wrong where.
+    """
+
+    def __init__(self, connector: Connector, byte_limit: int | None = None) -> None:
         self.connector = connector
+        self.byte_limit = byte_limit
         self._description: dict[str, Any] | None = None
+
+    def plain(self, value: Any, where: str) -> Any:
+        return to_plain(value, where=where, byte_limit=self.byte_limit)
 
     def description(self) -> dict[str, Any]:
         """The connector's describe() of this process (cached: ownership of metrics and components)."""
         if self._description is None:
-            described = to_plain(self.connector.describe()) or {}
+            described = _mapping(self.plain(self.connector.describe(), "describe()"), "describe()")
             self._description = {
-                "components": dict(described.get("components") or {}),
-                "metrics": dict(described.get("metrics") or {}),
+                "components": _mapping(described.get("components"), "describe().components"),
+                "metrics": _mapping(described.get("metrics"), "describe().metrics"),
             }
         return self._description
 
@@ -128,18 +166,33 @@ class _ConnectorCalls:
         if call.operation == "measure":
             owned = list(self.description()["metrics"])
             wanted = owned if call.metrics is None else [name for name in call.metrics if name in owned]
-            measured = to_plain(self.connector.measure(wanted, call.control or Control(), progress)) or {}
-            metrics = {k: v for k, v in (measured.get("metrics") or {}).items() if k in wanted}
-            return {"metrics": metrics, "annotations": dict(measured.get("annotations") or {})}, (), "success"
+            returned = self.connector.measure(wanted, call.control or Control(), progress)
+            measured = _mapping(self.plain(returned, "measure()"), "measure()")
+            found = _mapping(measured.get("metrics"), "measure().metrics")
+            annotations = _mapping(measured.get("annotations"), "measure().annotations")
+            metrics = {k: v for k, v in found.items() if k in wanted}
+            return {"metrics": metrics, "annotations": annotations}, (), "success"
         if call.operation == "adjust":
             owned = self.description()["components"]
             mine = {name: value for name, value in (call.components or {}).items() if name in owned}
             if not mine:
                 return {"components": {}}, (), NOT_INVOLVED
-            adjusted = to_plain(self.connector.adjust(mine, call.control or Control(), progress)) or {}
-            return {"components": dict(adjusted)}, tuple(mine), "success"
+            returned = self.connector.adjust(mine, call.control or Control(), progress)
+            return (
+                {"components": _mapping(self.plain(returned, "adjust()"), "adjust()")},
+                tuple(mine),
+                "success",
+            )
         if call.operation == "check":
-            return {"checks": [_check_entry(item) for item in (self.connector.check() or [])]}, (), "success"
+            found = self.connector.check()
+            if found is None:
+                return {"checks": []}, (), "success"
+            if isinstance(found, (str, bytes, Mapping)) or not isinstance(found, Iterable):
+                raise InvalidResult(f"check() returned a {type_name(found)}, not a list of checks")
+            # One byte budget for all entries: a generator that never ends is stopped by it.
+            converter = PlainConverter(self.byte_limit)
+            entries = [_check_entry(converter, item, f"check()[{index}]") for index, item in enumerate(found)]
+            return {"checks": entries}, (), "success"
         raise ValueError(f"unknown operation {call.operation!r}")
 
 
@@ -163,12 +216,17 @@ class ConnectorHost(Actor):
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self._events: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        # The latest progress of the operation, not a queue: a connector calling progress() in a
+        # loop (from any thread) costs one slot, and the actor thread forwards only the latest.
+        self._progress_lock = threading.Lock()
+        self._progress: tuple[str, float, str] | None = None
         self._spec: m.ChildSpec | None = None
         self._generation = 0
         self._supervisor: Any = None
         self._calls: _ConnectorCalls | None = None
         self._busy: str | None = None
-        self._work: queue.SimpleQueue[Callable[[], tuple[Any, ...]]] | None = None
+        self._work: queue.SimpleQueue[tuple[str, Callable[[], tuple[Any, ...]]]] | None = None
+        self._worker: threading.Thread | None = None
 
     # ----- actor thread ------------------------------------------------------------------------
 
@@ -177,7 +235,7 @@ class ConnectorHost(Actor):
         try:
             self._receive(msg, sender)
         except Exception:
-            _log.exception("connector host %s failed on %r", self._name, msg)
+            _log.exception("connector host %s failed on %s", self._name, type_name(msg))
         return ThespianWatch([self._wake_r])
 
     @property
@@ -203,6 +261,13 @@ class ConnectorHost(Actor):
             # The supervisor died between fork and prctl: nobody will ever kill this process.
             os.killpg(0, signal.SIGKILL)
         self._spec, self._generation, self._supervisor = msg.spec, msg.generation, sender
+        # Before any connector code runs: whatever it starts stays in this host's cgroup, and
+        # names this host in its environment.
+        descendants.mark_environment()
+        try:
+            cgroups.contain_self(msg.spec.descendant_tracking)
+        except ValueError as exc:
+            _log.warning("connector %s: %s; relying on the subreaper", self._name, exc)
         self.wakeupAfter(PARENT_CHECK_INTERVAL)
         self._start_worker("startup", self._startup_work)
 
@@ -225,25 +290,33 @@ class ConnectorHost(Actor):
         self._start_worker("shutdown", self._shutdown_work)
 
     def _check_parent(self) -> None:
+        self.wakeupAfter(PARENT_CHECK_INTERVAL)  # first: should anything below raise, checks go on
         if os.getppid() != self._parent_pid:
             os.killpg(0, signal.SIGKILL)
-        self.wakeupAfter(PARENT_CHECK_INTERVAL)
+        worker = self._worker
+        if self._busy is not None and worker is not None and not worker.is_alive():
+            # Cannot happen (the worker catches everything and says so if it ends): belt and braces.
+            self._forward(self._job_failed(self._busy, "its worker thread ended"))
 
     def _drain(self) -> None:
         with contextlib.suppress(BlockingIOError):
             while os.read(self._wake_r, 4096):
                 pass
-        events: list[tuple[Any, ...]] = []
-        while True:
+        with self._progress_lock:
+            progress, self._progress = self._progress, None
+        if progress is not None:
+            self._forward(("progress", *progress))
+        # Bounded: the worker posts one event per job, so more than this means another drain.
+        for _ in range(DRAIN_LIMIT):
             try:
-                events.append(self._events.get_nowait())
+                event = self._events.get_nowait()
             except queue.Empty:
-                break
-        # Coalesce: of a burst of progress calls only the latest is worth a message.
-        last_progress = max((i for i, event in enumerate(events) if event[0] == "progress"), default=-1)
-        for index, event in enumerate(events):
-            if event[0] != "progress" or index == last_progress:
+                return
+            try:
                 self._forward(event)
+            except Exception:  # one event that cannot be sent must not hold up the others
+                _log.exception("connector host %s could not forward %s", self._name, event[0])
+        self._wake()
 
     def _forward(self, event: tuple[Any, ...]) -> None:
         kind, name, gen = event[0], self._name, self._generation
@@ -253,7 +326,7 @@ class ConnectorHost(Actor):
         elif kind == "reply":
             _, request_id, outcome, claimed = event
             self._busy = None
-            self.send(self._supervisor, m.HostReply(request_id, name, gen, outcome, claimed))
+            self._send_reply(m.HostReply(request_id, name, gen, outcome, claimed))
         elif kind == "ready":
             self._busy = None
             self.send(self._supervisor, m.HostReady(name, gen, os.getpid()))
@@ -262,33 +335,73 @@ class ConnectorHost(Actor):
         elif kind == "shutdown-done":
             self._busy = None
             self.send(self._supervisor, m.HostShutdownDone(name, gen))
+        elif kind == "worker-ended":
+            # Something escaped the worker's own handlers: the job it was on fails now, and the
+            # next job gets a fresh worker thread.
+            self._worker = None
+            if event[1] is not None and event[1] == self._busy:
+                self._forward(self._job_failed(event[1], "its worker thread ended"))
+
+    def _send_reply(self, reply: m.HostReply) -> None:
+        try:
+            self.send(self._supervisor, reply)
+        except Exception as exc:  # the worker checked it pickles; should that change, say so
+            message = f"connector {reply.name!r}: its result could not be sent ({describe_exception(exc)})"
+            outcome = ConnectorOutcome(reply.name, "failed", INVALID_RESULT, message)
+            self.send(self._supervisor, m.HostReply(reply.request_id, reply.name, reply.generation, outcome))
+
+    def _job_failed(self, label: str, why: str) -> tuple[Any, ...]:
+        """The event that ends job ``label`` (startup, shutdown or a request id) as failed."""
+        name = self._name
+        if label == "startup":
+            return ("startup-failed", f"the host failed: {why}")
+        if label == "shutdown":
+            return ("shutdown-done",)
+        outcome = ConnectorOutcome(name, "failed", HOST_ERROR, f"connector {name!r}: the host failed: {why}")
+        return ("reply", label, outcome, ())
 
     # ----- worker thread -----------------------------------------------------------------------
 
     def _start_worker(self, label: str, work: Callable[[], tuple[Any, ...]]) -> None:
-        """Hand ``work`` to the worker thread (started on first use; one per process, for good)."""
+        """Hand ``work`` to the worker thread (started on first use, and again should it end)."""
         self._busy = label
-        if self._work is None:
+        if self._worker is None or self._work is None or not self._worker.is_alive():
             self._work = queue.SimpleQueue()
-            threading.Thread(target=self._worker, args=(self._work,), name="connector", daemon=True).start()
-        self._work.put(work)
+            self._worker = threading.Thread(target=self._worker_loop, args=(self._work,), daemon=True)
+            self._worker.name = "connector"
+            self._worker.start()
+        self._work.put((label, work))
 
-    def _worker(self, jobs: queue.SimpleQueue[Callable[[], tuple[Any, ...]]]) -> None:
-        while True:
-            work = jobs.get()
-            try:
-                event = work()
-            except SystemExit as exc:
-                # A connector that calls sys.exit(code) ends its process with that code; 0 is a
-                # normal exit (a transient connector then stays down).
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-                os._exit(code)
-            self._post(event)
+    def _worker_loop(self, jobs: queue.SimpleQueue[tuple[str, Callable[[], tuple[Any, ...]]]]) -> None:
+        label: str | None = None
+        try:
+            while True:
+                label, work = jobs.get()
+                self._post(self._run_job(label, work))
+                label = None
+        finally:
+            # Only if something escaped _run_job, which catches everything: the actor thread fails
+            # the job at once instead of leaving its part to time out.
+            self._post(("worker-ended", label))
+
+    def _run_job(self, label: str, work: Callable[[], tuple[Any, ...]]) -> tuple[Any, ...]:
+        try:
+            return work()
+        except SystemExit as exc:
+            # A connector that calls sys.exit(code) ends its process with that code; 0 is a
+            # normal exit (a transient connector then stays down).
+            code = exc.code
+            os._exit(code if type(code) is int and 0 <= code <= MAX_EXIT_CODE else (0 if code is None else 1))
+        except BaseException as exc:  # what escaped the job's own handlers: fail it by name
+            return self._job_failed(label, describe_exception(exc))
+
+    def _wake(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.write(self._wake_w, b"!")
 
     def _post(self, event: tuple[Any, ...]) -> None:
         self._events.put(event)
-        with contextlib.suppress(BlockingIOError):
-            os.write(self._wake_w, b"!")
+        self._wake()
 
     def _startup_work(self) -> tuple[Any, ...]:
         assert self._spec is not None
@@ -298,8 +411,8 @@ class ConnectorHost(Actor):
         except SystemExit:
             raise
         except BaseException as exc:  # anything a plugin raises is its failure, reported by name
-            return ("startup-failed", f"{type(exc).__name__}: {exc}")
-        self._calls = _ConnectorCalls(connector)
+            return ("startup-failed", describe_exception(exc))
+        self._calls = _ConnectorCalls(connector, self._spec.max_result_bytes)
         return ("ready",)
 
     def _shutdown_work(self) -> tuple[Any, ...]:
@@ -308,41 +421,59 @@ class ConnectorHost(Actor):
             self._calls.connector.shutdown()
         return ("shutdown-done",)
 
-    def _operation_work(self, call: m.HostCall) -> tuple[Any, ...]:
-        assert self._calls is not None
-        name = self._name
-
+    def _progress_function(self, request_id: str) -> Callable[..., None]:
         def progress(percent: float = 0.0, message: str = "") -> None:
-            try:
-                value = min(100.0, max(0.0, float(percent)))
-            except (TypeError, ValueError):
+            # Called by connector code, from any thread: never raises, never blocks for long.
+            value = progress_percent(percent)
+            if value is None:
                 return
-            self._post(("progress", call.request_id, value, str(message)))
+            text = safe_text(message, PROGRESS_MESSAGE_LIMIT)
+            with self._progress_lock:
+                fresh = self._progress is None
+                self._progress = (request_id, value, text)
+            if fresh:
+                self._wake()
 
+        return progress
+
+    def _operation_work(self, call: m.HostCall) -> tuple[Any, ...]:
+        assert self._calls is not None and self._spec is not None
+        name = self._name
         claimed: tuple[str, ...] = ()
         try:
-            data, claimed, reason = self._calls.run(call, progress)
+            data, claimed, reason = self._calls.run(call, self._progress_function(call.request_id))
             outcome = ConnectorOutcome(name, "ok", reason, None, data)
         except ConnectorFailure as failure:
-            outcome = ConnectorOutcome(
-                name, failure.status, failure.reason, f"connector {name!r}: {failure.message}"
-            )
+            outcome = _failure_outcome(name, failure)
+        except ResultTooLarge as exc:
+            outcome = self._too_large(call, f"more than {exc.at_least} bytes")
+        except (NotPlainData, InvalidResult) as exc:
+            message = f"connector {name!r} returned an invalid {call.operation} result: {safe_text(exc)}"
+            outcome = ConnectorOutcome(name, "failed", INVALID_RESULT, message)
         except SystemExit:
             raise
         except BaseException as exc:  # a connector bug must not take the host's reply with it
-            outcome = ConnectorOutcome(
-                name,
-                "failed",
-                "connector-error",
-                f"connector {name!r} raised {type(exc).__name__} in {call.operation}: {exc}",
-            )
-        try:
-            pickle.dumps(outcome)
-        except Exception as exc:  # caught here, the part fails by name instead of timing out
-            outcome = ConnectorOutcome(
-                name,
-                "failed",
-                "connector-error",
-                f"connector {name!r} returned data that cannot be sent: {exc}",
-            )
+            message = f"connector {name!r} raised {type_name(exc)} in {call.operation}: {safe_text(exc)}"
+            outcome = ConnectorOutcome(name, "failed", "connector-error", message)
+        size = len(pickle.dumps(m.HostReply(call.request_id, name, self._generation, outcome, claimed)))
+        if size > self._spec.max_result_bytes:
+            outcome, claimed = self._too_large(call, f"{size} bytes"), ()
         return ("reply", call.request_id, outcome, claimed)
+
+    def _too_large(self, call: m.HostCall, size: str) -> ConnectorOutcome:
+        assert self._spec is not None
+        limit = self._spec.max_result_bytes
+        message = (
+            f"connector {self._name!r} returned a {call.operation} result of {size} (pickled), over the "
+            f"limit of {limit} bytes (supervisor.max_result_bytes)"
+        )
+        return ConnectorOutcome(self._name, "failed", RESULT_TOO_LARGE, message)
+
+
+def _failure_outcome(name: str, failure: ConnectorFailure) -> ConnectorOutcome:
+    """The part a ConnectorFailure asks for; its fields are connector-supplied, so made text."""
+    status, reason = getattr(failure, "status", None), getattr(failure, "reason", None)
+    status = safe_text(status, WORD_LIMIT) if isinstance(status, str) else "failed"
+    reason = safe_text(reason, WORD_LIMIT) if isinstance(reason, str) else "failed"
+    message = safe_text(getattr(failure, "message", ""))
+    return ConnectorOutcome(name, status, reason, f"connector {name!r}: {message}")

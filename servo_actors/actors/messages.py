@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servo_actors.actors.results import ConnectorOutcome, OperationResult
+from servo_actors.config.models import DEFAULT_MAX_RESULT_BYTES
 from servo_actors.connectors.base import Control
 
 # ----- child specs and status --------------------------------------------------------------------
@@ -33,6 +34,10 @@ class ChildSpec:
     config: dict[str, Any] = field(default_factory=dict)
     import_path: str | None = None
     """``module:Class`` the type resolved to in the servo, so a fresh host need not resolve again."""
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    """Most bytes the connector's result may pickle to (supervisor.max_result_bytes)."""
+    descendant_tracking: str = "auto"
+    """How the host contains the processes the connector starts (supervisor.descendant_tracking)."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ PR_SET_PDEATHSIG = 1
 """prctl option: a signal the kernel sends this process when its parent thread exits."""
 KILL_POLL_INTERVAL = 0.01
 """Seconds between checks while waiting for killed processes to disappear."""
+KILL_SESSION_TIMEOUT = 2.0
+"""Seconds ``kill_session`` waits, by default, for the killed processes to disappear."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,9 @@ def proc_stat(pid: int) -> ProcStat | None:
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     # The command name is in parentheses and may itself contain spaces or parentheses.
-    fields = raw[raw.rindex(")") + 2 :].split()
+    fields = raw[raw.rfind(")") + 2 :].split()
+    if len(fields) < 20:  # read as the process vanished: nothing to parse
+        return None
     return ProcStat(
         pid=pid,
         state=fields[0],
@@ -105,7 +109,7 @@ def kill_pids(pids: Iterable[int]) -> None:
 
 
 def kill_session(
-    sid: int, *, exclude: Iterable[int] = (), timeout: float = 2.0, own: bool = False
+    sid: int, *, exclude: Iterable[int] = (), timeout: float = KILL_SESSION_TIMEOUT, own: bool = False
 ) -> list[int]:
     """SIGKILL every live process of session ``sid`` but ``exclude``; wait up to ``timeout`` seconds.
 
@@ -130,7 +134,8 @@ def kill_session(
 
 
 @functools.cache
-def _libc() -> ctypes.CDLL:
+def libc() -> ctypes.CDLL:
+    """The C library already loaded into this process (for prctl)."""
     # The symbols already loaded into this process: no find_library (which runs ldconfig).
     # Cached, and so inherited by every process forked after the first call.
     return ctypes.CDLL(None, use_errno=True)
@@ -139,7 +144,7 @@ def _libc() -> ctypes.CDLL:
 def set_parent_death_signal(sig: int = signal.SIGKILL) -> bool:
     """Ask the kernel to send ``sig`` to this process when its parent (thread) exits. Linux only."""
     try:
-        return _libc().prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+        return libc().prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
 

@@ -39,8 +39,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from servo_actors.actors import descendants, processes
 from servo_actors.actors import messages as m
-from servo_actors.actors import processes
 from servo_actors.actors.results import OPERATIONS, OperationResult, aggregate
 from servo_actors.actors.system import ActorSystemHandle
 from servo_actors.config.connector_types import resolve_connector_type
@@ -128,7 +128,18 @@ def child_specs(config: ServoConfig) -> tuple[m.ChildSpec, ...]:
                 raise ConfigError(_validation_text(exc), key=f"{where}.config") from None
         timeout = spec.shutdown_timeout if spec.shutdown_timeout is not None else default_shutdown
         import_path = f"{cls.__module__}:{cls.__qualname__}"
-        specs.append(m.ChildSpec(spec.name, spec.type, spec.restart, timeout, dict(spec.config), import_path))
+        specs.append(
+            m.ChildSpec(
+                spec.name,
+                spec.type,
+                spec.restart,
+                timeout,
+                dict(spec.config),
+                import_path,
+                max_result_bytes=config.supervisor.max_result_bytes,
+                descendant_tracking=config.supervisor.descendant_tracking,
+            )
+        )
     return tuple(specs)
 
 
@@ -268,6 +279,8 @@ class ServoRuntime:
             self._system = None
             self._supervisor = None
             survivors = system.kill()
+            if system.session_id is not None:  # processes that left the session, in its cgroups
+                survivors += descendants.release_session(system.session_id)
             if survivors:
                 _log.error("processes %s of the actor system survived SIGKILL", survivors)
             if self._own_run_dir and self._run_dir is not None:

@@ -33,8 +33,8 @@ from typing import Any
 
 from thespian.actors import Actor, ChildActorExited, PoisonMessage, WakeupMessage
 
+from servo_actors.actors import descendants, processes, system
 from servo_actors.actors import messages as m
-from servo_actors.actors import processes, system
 from servo_actors.actors.host import NOT_INVOLVED, ConnectorHost
 from servo_actors.actors.restart_policy import (
     RestartBackoff,
@@ -118,6 +118,8 @@ class Supervisor(Actor):
         super().__init__()
         # Dies with the admin, its parent; its own children die with it the same way.
         processes.set_parent_death_signal()
+        descendants.become_subreaper()  # orphans of the connectors' processes come to us (descendants.py)
+        descendants.release_stale_sessions()
         gc.freeze()  # as in ConnectorHost: inherited objects stay out of collections (shared pages)
         self._settings = m.SupervisorSettings()
         self._children: list[_Child] = []
@@ -445,10 +447,8 @@ class Supervisor(Actor):
 
     @staticmethod
     def _signal_kill(pid: int) -> None:
-        # The group takes the connector's subprocesses along; the PID itself covers a host so new
-        # it has not made its own group yet.
-        processes.kill_process_group(pid)
-        processes.kill_pids([pid])
+        # With its group, its descendants and its cgroup: whatever session its subprocesses moved to.
+        descendants.kill_tree(pid)
 
     def _schedule_reap(self, child: _Child, attempt: int) -> None:
         delay = min(KILL_CHECK_MAX, KILL_CHECK_FIRST * 2**attempt)
@@ -473,6 +473,7 @@ class Supervisor(Actor):
         if child.address is not None:
             self._forget.append((_now(), child.address))
         child.address, child.pid = None, None
+        descendants.sweep(descendants.thespian_children(self))
         if state == KILLING:
             child.state = child.then
             if child.state == DOWN:
@@ -604,6 +605,7 @@ class Supervisor(Actor):
         self._ready_waiters, self._cancel_waiters = [], []
 
     def _stopped(self) -> None:
+        descendants.sweep_until_clean(descendants.thespian_children(self))  # the servo may exit next
         stopping, self._stopping = self._stopping, None
         assert stopping is not None
         if stopping.replacement is None:
@@ -639,6 +641,7 @@ class Supervisor(Actor):
             self._self_destruct()
         now = _now()
         self._poll_children()
+        descendants.sweep(descendants.thespian_children(self))
         for child in self._children:
             if child.state == STARTING and now - child.spawned_at > self._settings.startup_timeout:
                 why = f"startup took longer than {self._settings.startup_timeout:g}s"
@@ -668,9 +671,12 @@ class Supervisor(Actor):
         """The servo that owns this system is gone: kill every process of the session, then ourselves."""
         for child in self._children:
             if child.pid is not None:
-                processes.kill_process_group(child.pid)
+                descendants.kill_tree(child.pid)
+        descendants.sweep_until_clean(set())  # hosts included: we are about to exit
         me, admin, sid = os.getpid(), os.getppid(), os.getsid(0)
         if sid > 1 and sid != self._owner_sid:
+            # Before the session: killing Thespian's logger ends the admin, and so (parent death) us.
+            descendants.release_session(sid, timeout=SELF_DESTRUCT_TIMEOUT, reap=True)
             processes.kill_session(sid, exclude=(me, admin), timeout=SELF_DESTRUCT_TIMEOUT, own=True)
             processes.kill_pids([admin])
         os.kill(me, signal.SIGKILL)

@@ -45,6 +45,9 @@ Duration = Annotated[
 ORG_RE = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9.-]{4,49}$")
 APP_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 DEFAULT_BASE_URL = "https://api.opsani.com"
+DEFAULT_MAX_RESULT_BYTES = 4 * 1024 * 1024
+"""Default bound of one connector's result, pickled (supervisor.max_result_bytes)."""
+DescendantTracking = Literal["auto", "cgroup-v2", "cgroup-v1", "subreaper"]
 
 
 class _Strict(BaseModel):
@@ -215,6 +218,14 @@ class SupervisorConfig(_Strict):
     run_dir: str | None = None
     """Where the actor system keeps its logs (connectors.log, Thespian's own). Default: a temporary
     directory removed when the servo exits; set it to keep connector logs after the run."""
+    max_result_bytes: int = Field(DEFAULT_MAX_RESULT_BYTES, ge=1)
+    """Most bytes one connector's result may take (as sent, pickled); larger fails its part with
+    reason result-too-large."""
+    descendant_tracking: DescendantTracking = "auto"
+    """How every process a connector starts is found and killed with it, even one that left its
+    session or process group: each connector in its own cgroup (cgroup-v2: cgroup.kill; cgroup-v1:
+    the freezer hierarchy) besides the process tree and a child subreaper (subreaper: those two
+    alone). auto: the first cgroup kind this machine lets the servo write, else subreaper."""
 
     _period_positive = field_validator("period", "startup_timeout")(_positive)
 

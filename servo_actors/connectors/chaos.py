@@ -25,7 +25,12 @@ read that gets nothing for ``seconds``, then times out); ``busy`` (spin the CPU 
 ``exit`` (``os._exit(exit_code)``); ``segfault``; ``ignore_sigterm`` (ignore SIGTERM, then sleep
 ``seconds``); ``allocate`` (hold ``megabytes`` MB, then carry on); ``subprocess`` (start a child
 that sleeps ``seconds`` in this process group, then carry on; its PID is annotated and written to
-``pid_file``). A fault with ``only_if_file`` applies only while that file exists.
+``pid_file``); ``spawn_detached`` (start two processes that sleep ``seconds`` outside this
+process's group and session: a child in a new session and a double-forked daemon whose parent
+exits at once; both carry ``marker`` in their argv, then carry on); ``raise_unprintable`` (an
+exception whose ``str()`` and ``repr()`` raise); ``huge_result`` (carry on, but put ``megabytes``
+MB of text in measure's annotations and check's message). A fault with ``only_if_file`` applies
+only while that file exists.
 """
 
 from __future__ import annotations
@@ -64,7 +69,34 @@ Action = Literal[
     "ignore_sigterm",
     "allocate",
     "subprocess",
+    "spawn_detached",
+    "raise_unprintable",
+    "huge_result",
 ]
+MEGABYTE = 1024 * 1024
+DETACHED_SLEEP = "import sys, time; time.sleep(float(sys.argv[1]))"
+"""argv: seconds, marker."""
+DOUBLE_FORK = """
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(float(sys.argv[1]))
+    os._exit(0)
+"""
+"""argv: seconds, marker. Exits at once; its grandchild, in a new session, is nobody's child."""
+DETACH_WAIT = 5.0
+"""Seconds spawn_detached waits for the double fork's first process to exit."""
+
+
+class UnprintableError(RuntimeError):
+    """An exception that cannot be turned into text (raise_unprintable)."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("this exception refuses to be printed")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("this exception refuses to be represented")
 
 
 class Fault(BaseModel):
@@ -80,6 +112,7 @@ class Fault(BaseModel):
     megabytes: int = Field(64, ge=0)
     pid_file: str | None = None
     only_if_file: str | None = None
+    marker: str = "chaos-detached"
 
     @field_validator("seconds", mode="before")
     @classmethod
@@ -126,6 +159,7 @@ class ChaosConnector(Connector):
         self._operations = 0
         self._ballast: list[bytearray] = []
         self._children: list[subprocess.Popen[bytes]] = []
+        self._padding = ""
         self._components = {
             cname: {"settings": {k: dict(v) for k, v in (comp.get("settings") or {}).items()}}
             for cname, comp in self.config.components.items()
@@ -165,7 +199,10 @@ class ChaosConnector(Connector):
             }
             for name in metrics
         }
-        return {"metrics": measured, "annotations": self.annotations()}
+        notes = self.annotations()
+        if self._padding:
+            notes[f"{self.name}.padding"] = self._padding
+        return {"metrics": measured, "annotations": notes}
 
     def adjust(self, components: dict[str, Any], control: Control, progress: ProgressFn) -> dict[str, Any]:
         self._count()
@@ -184,7 +221,8 @@ class ChaosConnector(Connector):
     def check(self) -> list[dict[str, Any]]:
         self._count()
         self._fault("check")
-        return [{"name": f"{self.name} is alive", "success": True, "message": f"pid {os.getpid()}"}]
+        message = f"pid {os.getpid()}{self._padding}"
+        return [{"name": f"{self.name} is alive", "success": True, "message": message}]
 
     # ----- observable state --------------------------------------------------------------------
 
@@ -266,3 +304,21 @@ class ChaosConnector(Connector):
         self._children.append(child)
         if fault.pid_file:
             Path(fault.pid_file).write_text(f"{child.pid}\n")
+
+    def _do_spawn_detached(self, fault: Fault) -> None:
+        args = [str(fault.seconds), fault.marker]
+        quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        child = subprocess.Popen(
+            [sys.executable, "-c", DETACHED_SLEEP, *args], start_new_session=True, **quiet
+        )
+        self._children.append(child)
+        subprocess.run([sys.executable, "-c", DOUBLE_FORK, *args], timeout=DETACH_WAIT, check=False, **quiet)
+        if fault.pid_file:
+            with open(fault.pid_file, "a") as handle:
+                handle.write(f"{child.pid}\n")
+
+    def _do_raise_unprintable(self, fault: Fault) -> None:
+        raise UnprintableError(fault.message)
+
+    def _do_huge_result(self, fault: Fault) -> None:
+        self._padding = "x" * (fault.megabytes * MEGABYTE)

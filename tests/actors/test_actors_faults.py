@@ -34,6 +34,7 @@ EXPECTED = {
     "segfault": ("failed", "connector-crashed", ["crashed", "SIGSEGV"], True),
     "raise": ("failed", "connector-error", ["raised RuntimeError", "chaos"], False),
     "failure": ("aborted", "slo-violation", ["chaos"], False),
+    "raise_unprintable": ("failed", "connector-error", ["raised UnprintableError", "<unprintable"], False),
 }
 FAULT_CONFIG = {"exit": {"exit_code": 3}, "failure": {"status": "aborted", "reason": "slo-violation"}}
 
