@@ -16,6 +16,7 @@ import asyncio
 import copy
 import json
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -90,7 +91,9 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
-        self.resources.load_bundled()  # discovery answers as a k3s cluster's do (kinds, verbs, namespaced)
+        with warnings.catch_warnings():  # kmock 0.8 reads its bundled file with a deprecated importlib call
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.resources.load_bundled()  # discovery answers as a k3s cluster's do (kinds, verbs, namespaced)
 
     # ---- the store (loop thread only) -------------------------------------------------------------
 

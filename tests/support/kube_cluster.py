@@ -46,6 +46,7 @@ class KubeCluster:
         self._host = KubeApiHost(self._server)
         self._controllers = Controllers(self._server)
         self._thread: ControllerThread | None = None
+        self._controller_errors: list[BaseException] = []
         self.kubeconfig = Path(directory) / "kubeconfig"
 
     @classmethod
@@ -135,6 +136,7 @@ class KubeCluster:
         self._host.call(configure)
         if self._thread is None:
             self._thread = ControllerThread(self._controllers, self._controller_pass)
+            self._controller_errors = self._thread.errors
             self._server.on_change = self._thread.wake
             self._thread.start()
         self._thread.wake()
@@ -150,7 +152,7 @@ class KubeCluster:
     @property
     def controller_errors(self) -> list[BaseException]:
         """Exceptions raised inside controller passes (a test may assert there are none)."""
-        return [] if self._thread is None else list(self._thread.errors)
+        return list(self._controller_errors)
 
     def _controller_pass(self) -> None:
         if self._host.listening:
