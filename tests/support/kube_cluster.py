@@ -149,6 +149,11 @@ class KubeCluster:
 
         self._host.call(configure)
 
+    def controller_stuck_on(self, deployment: str, generation: int, namespace: str = "default") -> bool:
+        """Whether the STUCK mode left that generation of the Deployment unobserved for good."""
+        uid = self.get("deployment", deployment, namespace)["metadata"]["uid"]
+        return self._host.call(self._controllers.memory.stuck.get, uid) == generation
+
     @property
     def controller_errors(self) -> list[BaseException]:
         """Exceptions raised inside controller passes (a test may assert there are none)."""
