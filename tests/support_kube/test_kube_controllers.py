@@ -46,7 +46,10 @@ def rolled_out(cluster: KubeCluster, generation: int) -> bool:
 
 
 def new_pods(cluster: KubeCluster) -> list[dict[str, Any]]:
+    """The pods of the Deployment's current revision ([] until the controller has observed the spec)."""
     deployment = cluster.get("deployment", "web")
+    if deployment["status"].get("observedGeneration") != deployment["metadata"]["generation"]:
+        return []
     revision = deployment["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
     sets = [rs for rs in cluster.list("replicaset")
             if rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == revision]
