@@ -101,6 +101,8 @@ async def _stream(store: KubeStore, response: aiohttp.web.StreamResponse, kind: 
         if remaining <= 0:
             break
         waiters = {asyncio.ensure_future(changed.wait()), asyncio.ensure_future(closing.wait())}
-        _, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-        for waiter in pending:
-            waiter.cancel()
+        try:
+            await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        finally:  # also when the handler is cancelled (the client hung up): no task outlives it
+            for waiter in waiters:
+                waiter.cancel()
