@@ -38,6 +38,8 @@ PROGRESS_DEADLINE_PERIODS = 2
 """PROGRESS_DEADLINE: the rollout times out after this many rollout periods without progress."""
 HPA_TOLERANCE = 0.1
 """The HPA controller's default --horizontal-pod-autoscaler-tolerance."""
+DEFAULT_PROGRESS_DEADLINE = 600
+"""spec.progressDeadlineSeconds when a Deployment has none (the API default)."""
 SEEDED = -1e9
 """Creation time of seeded pods: long ago, so they are settled."""
 
@@ -85,6 +87,9 @@ class _Memory:
     rollout_started: dict[str, float] = field(default_factory=dict)  # deployment uid -> time
     stuck: dict[str, int] = field(default_factory=dict)  # deployment uid -> generation left alone
     hpa_desired: dict[str, int] = field(default_factory=dict)  # hpa uid -> desired replicas
+    paused: dict[str, bool] = field(default_factory=dict)  # deployment uid -> seen paused
+    counts: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # deployment uid -> last counts
+    progressed: dict[str, float] = field(default_factory=dict)  # deployment uid -> when counts last moved
     serial: int = 0
 
 
@@ -143,6 +148,10 @@ class Controllers:
         newest = max((_revision(rs) for rs in owned), default=0)
         new = next((rs for rs in owned if rs["metadata"]["labels"].get("pod-template-hash") == pod_hash), None)
         progress: tuple[str, str] | None = None
+        if deployment["spec"].get("paused") and not instant:
+            return self._sync_paused(deployment, owned, new, now)
+        if self.memory.paused.pop(uid, False):
+            progress = ("DeploymentResumed", "Deployment is resumed")
         if new is None:
             new = self.store.commit(REPLICASET, kube_objects.replicaset(deployment, pod_hash, newest + 1))
             self.memory.modes[new["metadata"]["uid"]] = FailureMode.HEALTHY if instant else self.mode
@@ -170,6 +179,25 @@ class Controllers:
             wrote |= changed
         wrote |= self._write_deployment_status(deployment, new, old, pods, progress, now)
         return wrote
+
+    def _sync_paused(self, deployment: dict[str, Any], owned: list[dict[str, Any]], new: dict[str, Any] | None,
+                     now: float) -> bool:
+        """A paused Deployment: no rollout of a changed template, its ReplicaSets and pods kept as they are."""
+        self.memory.paused[deployment["metadata"]["uid"]] = True
+        if not owned:
+            return False
+        current = new or max(owned, key=_revision)
+        pods: dict[str, list[dict[str, Any]]] = {}
+        wrote = False
+        for rs in owned:
+            rs_pods, changed = self._sync_replicaset(rs, now)
+            pods[rs["metadata"]["uid"]] = rs_pods
+            wrote |= changed
+        if new is None:
+            pods[""] = []  # nothing runs the new template yet: updatedReplicas 0
+            current = dict(current, metadata=dict(current["metadata"], uid=""))
+        old = [rs for rs in owned if rs["metadata"]["uid"] != current["metadata"]["uid"]]
+        return self._write_deployment_status(deployment, current, old, pods, ("DeploymentPaused", ""), now) or wrote
 
     def _scale(self, deployment: dict[str, Any], new: dict[str, Any], old: list[dict[str, Any]]) -> bool:
         replicas = deployment["spec"].get("replicas", 1)
@@ -229,11 +257,22 @@ class Controllers:
         started = self.memory.rollout_started.get(deployment["metadata"]["uid"], now)
         timed_out = (mode is FailureMode.PROGRESS_DEADLINE and not complete
                      and now - started >= PROGRESS_DEADLINE_PERIODS * self.rollout_seconds)
+        uid = deployment["metadata"]["uid"]
+        counts = (updated, ready, len(every))
+        if progress is not None or self.memory.counts.get(uid) != counts:
+            self.memory.counts[uid], self.memory.progressed[uid] = counts, now
+        deadline = deployment["spec"].get("progressDeadlineSeconds", DEFAULT_PROGRESS_DEADLINE)
+        timed_out = timed_out or (not complete and now - self.memory.progressed.get(uid, now) >= deadline)
         old_progress = previous.get("Progressing")
-        if complete:
+        progressing: tuple[bool | None, str, str]
+        if progress is not None and progress[0] == "DeploymentPaused":
+            progressing = (None, "DeploymentPaused", "Deployment is paused")
+        elif complete:
             progressing = (True, "NewReplicaSetAvailable", f'ReplicaSet "{new_name}" has successfully progressed.')
         elif timed_out or (old_progress and old_progress.get("reason") == "ProgressDeadlineExceeded" and not progress):
             progressing = (False, "ProgressDeadlineExceeded", f'ReplicaSet "{new_name}" has timed out progressing.')
+        elif progress is not None and progress[0] == "DeploymentResumed":
+            progressing = (None, *progress)
         elif progress is not None:
             progressing = (True, *progress)
         elif old_progress and old_progress.get("reason") in ("NewReplicaSetCreated", "FoundNewReplicaSet") and \
