@@ -128,7 +128,7 @@ class KubeCluster:
         return self._host.call(self._server.store.list, kube_objects.KINDS[kind], namespace)
 
     def pods(self, deployment: str, namespace: str = "default") -> list[dict[str, Any]]:
-        """The pods of a Deployment's ReplicaSets."""
+        """The pods of a Deployment's ReplicaSets, Terminating ones (metadata.deletionTimestamp) included."""
         return [pod for pod in self.list("pod", namespace) if pod["metadata"]["name"].startswith(f"{deployment}-")]
 
     @property

@@ -88,6 +88,7 @@ class _Memory:
     stuck: dict[str, int] = field(default_factory=dict)  # deployment uid -> generation left alone
     hpa_desired: dict[str, int] = field(default_factory=dict)  # hpa uid -> desired replicas
     paused: dict[str, bool] = field(default_factory=dict)  # deployment uid -> seen paused
+    terminating: dict[str, float] = field(default_factory=dict)  # pod uid -> when its deletion began
     counts: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # deployment uid -> last counts
     progressed: dict[str, float] = field(default_factory=dict)  # deployment uid -> when counts last moved
     serial: int = 0
@@ -115,6 +116,7 @@ class Controllers:
                 self._sync_deployment(deployment, now, instant=False)
         for hpa in self.store.list(HPA):
             self._sync_hpa(hpa, now)
+        self._finish_terminations(now)
         self._collect_orphans()
 
     def settle(self, namespace: str, name: str) -> None:
@@ -236,7 +238,9 @@ class Controllers:
         return wrote
 
     def _pods_of(self, rs: dict[str, Any]) -> list[dict[str, Any]]:
-        return [pod for pod in self.store.list(POD, rs["metadata"]["namespace"]) if _owned_by(pod, rs)]
+        """The ReplicaSet's active pods (Terminating ones no longer count, as in the controller)."""
+        return [pod for pod in self.store.list(POD, rs["metadata"]["namespace"])
+                if _owned_by(pod, rs) and not pod["metadata"].get("deletionTimestamp")]
 
     def _write_deployment_status(self, deployment: dict[str, Any], new: dict[str, Any], old: list[dict[str, Any]],
                                  pods: dict[str, list[dict[str, Any]]], progress: tuple[str, str] | None,
@@ -327,7 +331,7 @@ class Controllers:
         while len(pods) > wanted:
             victim = min(pods, key=lambda pod: (_ready(pod), -self.memory.born.get(pod["metadata"]["uid"], 0)))
             pods.remove(victim)
-            self.store.remove(POD, victim["metadata"]["namespace"], victim["metadata"]["name"])
+            self._terminate(victim, now)
             self.store.record_event(rs, "SuccessfulDelete", f"Deleted pod: {victim['metadata']['name']}", False,
                                      "replicaset-controller")
             wrote = True
@@ -380,6 +384,33 @@ class Controllers:
             self.store.commit(REPLICASET, rs)
             wrote = True
         return pods, wrote
+
+    def _terminate(self, pod: dict[str, Any], now: float) -> None:
+        """Delete a pod as the kubelet does: a pod with a running container stays Terminating
+        (deletionTimestamp set) for one rollout period while it stops; one without (pending, image
+        pull or crash loop back-off) has nothing to stop and goes at once."""
+        meta = pod["metadata"]
+        running = any("running" in status.get("state", {}) for status in pod["status"].get("containerStatuses", []))
+        if self._instant or not running:
+            self.store.remove(POD, meta["namespace"], meta["name"])
+            return
+        meta["deletionTimestamp"] = kube_objects.now()
+        meta["deletionGracePeriodSeconds"] = pod["spec"].get("terminationGracePeriodSeconds", 30)
+        self.store.commit(POD, pod)
+        self.memory.terminating[meta["uid"]] = now
+        for container in pod["spec"].get("containers", []):
+            self.store.record_event(pod, "Killing", f"Stopping container {container['name']}", False, "kubelet")
+
+    def _finish_terminations(self, now: float) -> None:
+        for pod in self.store.list(POD):
+            since = self.memory.terminating.get(pod["metadata"]["uid"])
+            if since is None:
+                continue
+            if now - since >= self.rollout_seconds:
+                self.store.remove(POD, pod["metadata"]["namespace"], pod["metadata"]["name"])
+                del self.memory.terminating[pod["metadata"]["uid"]]
+            else:
+                self.due = True
 
     def _collect_orphans(self) -> None:
         """The garbage collector: ReplicaSets of deleted Deployments and pods of deleted ReplicaSets go."""

@@ -7,6 +7,7 @@ JSON schema of the Kubernetes API (kubernetes-validate), so a misspelt field fai
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -289,3 +290,22 @@ def test_repeated_events_are_counted_not_duplicated(web: KubeCluster, api) -> No
     wait_until(counted, WAIT, what="a BackOff event counted twice")
     keys = [(event["involvedObject"]["uid"], event["reason"], event["message"]) for event in web.list("event")]
     assert len(keys) == len(set(keys))
+
+
+def test_replaced_running_pods_are_terminating_before_they_go(web: KubeCluster, api) -> None:
+    since = web.get("deployment", "web")["metadata"]["resourceVersion"]
+    old_pods = {pod["metadata"]["name"] for pod in web.pods("web")}
+    generation = new_cpu(api, "250m")
+    wait_until(lambda: rolled_out(web, generation), WAIT, what="rollout complete")
+    wait_until(lambda: not old_pods & {pod["metadata"]["name"] for pod in web.pods("web")}, WAIT, what="old pods gone")
+    params = {"watch": "true", "resourceVersion": since, "timeoutSeconds": "1"}
+    stream = api.get("/api/v1/namespaces/default/pods", params=params, stream=True)
+    seen: dict[str, list[str]] = {}
+    for line in stream.iter_lines():
+        if line:
+            event = json.loads(line)
+            meta = event["object"]["metadata"]
+            if meta["name"] in old_pods:
+                seen.setdefault(meta["name"], []).append(
+                    "terminating" if event["type"] == "MODIFIED" and meta.get("deletionTimestamp") else event["type"])
+    assert {name: steps[-2:] for name, steps in seen.items()} == {name: ["terminating", "DELETED"] for name in old_pods}
