@@ -60,6 +60,12 @@ def header(request: kmock.Request, name: str) -> str:
     return next((value for key, value in request.headers.items() if key.lower() == wanted), "")
 
 
+def _client_certificate(request: kmock.Request) -> bool:
+    """Whether the client presented a certificate the server verified (https with a client cert)."""
+    transport = request._raw_request.transport if request._raw_request is not None else None
+    return bool(transport is not None and transport.get_extra_info("peercert"))
+
+
 def _details(kind: Kind, name: str) -> dict[str, Any]:
     return {"name": name, "group": kind.group, "kind": kind.plural}
 
@@ -105,7 +111,8 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
     # ---- routing ----------------------------------------------------------------------------------
 
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
-        if self.token is not None and header(request, "Authorization") != f"Bearer {self.token}":
+        if self.token is not None and header(request, "Authorization") != f"Bearer {self.token}" and \
+                not _client_certificate(request):
             return failure(401, "Unauthorized", "Unauthorized")
         resource = request.resource
         if request.method == "POST" and request.url.path == SSAR_PATH:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import kube_objects
+import kube_tls
 import kube_validation
 import yaml
 from kube_apihost import KubeApiHost
@@ -43,21 +44,28 @@ CONTROLLER_STOP_TIMEOUT = 10.0
 class KubeCluster:
     """One emulated cluster; see the module docstring and KUBE_CONTRACT.md."""
 
-    def __init__(self, directory: Path, watch_history: int = WATCH_HISTORY) -> None:
+    def __init__(self, directory: Path, watch_history: int = WATCH_HISTORY, tls: bool = False,
+                 client_cert: bool = False) -> None:
         self._server = EmulatedApiServer(token=TOKEN, watch_history=watch_history)
-        self._host = KubeApiHost(self._server)
+        self.pki = kube_tls.make_pki(Path(directory) / "pki") if tls or client_cert else None
+        self.client_cert = client_cert
+        self._host = KubeApiHost(self._server, self.pki.server_context() if self.pki else None)
         self._controllers = Controllers(self._server.store, self._server.usage)
         self._thread: ControllerThread | None = None
         self._controller_errors: list[BaseException] = []
         self.kubeconfig = Path(directory) / "kubeconfig"
 
     @classmethod
-    def start(cls, directory: Path, watch_history: int = WATCH_HISTORY) -> KubeCluster:
+    def start(cls, directory: Path, watch_history: int = WATCH_HISTORY, tls: bool = False,
+              client_cert: bool = False) -> KubeCluster:
         """Start the API server on a free loopback port and write the kubeconfig into ``directory``.
 
         ``watch_history``: how many changes a watch can resume across before it gets 410 Gone.
+        ``tls``: serve https with a CA of its own (``cluster.pki``), named in the kubeconfig by
+        certificate-authority-data. ``client_cert`` (implies tls): the kubeconfig's user has a client
+        certificate and key instead of the token.
         """
-        cluster = cls(directory, watch_history)
+        cluster = cls(directory, watch_history, tls, client_cert)
         cluster._host.start()
         cluster._write_kubeconfig()
         return cluster
@@ -71,11 +79,18 @@ class KubeCluster:
         return TOKEN
 
     def _write_kubeconfig(self) -> None:
+        cluster: dict[str, Any] = {"server": self.url}
+        user: dict[str, Any] = {"token": TOKEN}
+        if self.pki is not None:
+            cluster["certificate-authority-data"] = self.pki.data(self.pki.ca_cert)
+        if self.pki is not None and self.client_cert:
+            user = {"client-certificate-data": self.pki.data(self.pki.client_cert),
+                    "client-key-data": self.pki.data(self.pki.client_key)}
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": CONTEXT, "cluster": {"server": self.url}}],
-            "users": [{"name": CONTEXT, "user": {"token": TOKEN}}],
+            "clusters": [{"name": CONTEXT, "cluster": cluster}],
+            "users": [{"name": CONTEXT, "user": user}],
             "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT, "namespace": "default"}}],
             "current-context": CONTEXT,
         }
