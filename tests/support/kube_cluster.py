@@ -29,7 +29,8 @@ import kube_validation
 import yaml
 from kube_apihost import KubeApiHost
 from kube_apiserver import EmulatedApiServer
-from kube_controllers import Controllers, ControllerThread
+from kube_controller_thread import ControllerThread
+from kube_controllers import Controllers
 from kube_pod_states import FailureMode
 from kube_store import WATCH_HISTORY
 
@@ -165,7 +166,8 @@ class KubeCluster:
 
         self._host.call(configure)
         if self._thread is None:
-            self._thread = ControllerThread(self._controllers, self._controller_pass)
+            self._thread = ControllerThread(self._controller_pass, lambda: self._controllers.due,
+                                            lambda: self._controllers.rollout_seconds)
             self._controller_errors = self._thread.errors
             self._server.store.on_change = self._thread.wake
             self._thread.start()
