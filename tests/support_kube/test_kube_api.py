@@ -413,3 +413,13 @@ def test_restricted_to_the_deploy_role_only_its_verbs_are_allowed(cluster: KubeC
     assert answer["status"]["allowed"] is False
     cluster.restrict_to_role(None)
     assert api.request("DELETE", WEB).status_code == 200
+
+
+def test_namespaces_are_readable(cluster: KubeCluster, api) -> None:
+    cluster.add_deployment("web", namespace="shop")
+    listed = api.get("/api/v1/namespaces").json()
+    assert listed["kind"] == "NamespaceList"
+    assert {"default", "kube-system", "shop"} <= {item["metadata"]["name"] for item in listed["items"]}
+    assert api.get("/api/v1/namespaces/shop").json()["status"] == {"phase": "Active"}
+    missing = api.get("/api/v1/namespaces/nowhere")
+    assert missing.status_code == 404 and missing.json()["reason"] == "NotFound"
