@@ -13,6 +13,15 @@ The API contract (KUBE_CONTRACT.md) is implemented by kube_apiserver (HTTP seman
 kmock), kube_apihost (thread, port, down/up), kube_controllers and kube_pod_states (what the
 controller-manager, scheduler and kubelet would write). Deployments added here start settled:
 rolled out healthy at revision 1, as if they existed before the test.
+
+Not emulated (a real cluster may differ here): server-side apply (415) and managedFields;
+admission (quotas, LimitRanges, webhooks) beyond the validation of kube_validation; kinds other
+than Deployment, ReplicaSet, Pod, autoscaling/v2 HPA, core/v1 Event, Namespace (read only) and
+metrics.k8s.io PodMetrics (other URLs get kmock's plain emulation); watch bookmarks and
+resourceVersionMatch; minReadySeconds, revisionHistoryLimit and proportional scaling in the
+deployment controller; the HPA's stabilization windows and behavior (it holds its desired count
+and takes other values back at once); pod states are scripted per FailureMode on one node, and a
+running pod stays Terminating for one rollout period rather than its grace period.
 """
 
 from __future__ import annotations
