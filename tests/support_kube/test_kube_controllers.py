@@ -8,6 +8,8 @@ JSON schema of the Kubernetes API (kubernetes-validate), so a misspelt field fai
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -309,3 +311,21 @@ def test_replaced_running_pods_are_terminating_before_they_go(web: KubeCluster, 
                 seen.setdefault(meta["name"], []).append(
                     "terminating" if event["type"] == "MODIFIED" and meta.get("deletionTimestamp") else event["type"])
     assert {name: steps[-2:] for name, steps in seen.items()} == {name: ["terminating", "DELETED"] for name in old_pods}
+
+
+def test_controllers_do_nothing_while_the_api_server_is_down(web: KubeCluster) -> None:
+    web.down()
+    web.add_hpa("web", "web", min_replicas=3, max_replicas=5)
+    time.sleep(1.0)  # several controller ticks: a controller cut off from its API server acts on nothing
+    assert web.get("deployment", "web")["spec"]["replicas"] == 2
+    web.up()
+    wait_until(lambda: web.get("deployment", "web")["spec"]["replicas"] == 3, WAIT, what="the HPA acts after up")
+
+
+def test_stop_leaves_no_thread_behind(tmp_path) -> None:
+    cluster = KubeCluster.start(tmp_path)
+    cluster.add_deployment("web")
+    cluster.controller(FailureMode.HEALTHY, rollout_seconds=ROLLOUT)
+    cluster.stop()
+    cluster.stop()  # idempotent
+    assert [thread.name for thread in threading.enumerate() if thread.name.startswith("kube-")] == []
