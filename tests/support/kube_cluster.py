@@ -175,8 +175,7 @@ class KubeCluster:
 
         self._host.call(configure)
         if self._thread is None:
-            self._thread = ControllerThread(self._controller_pass, lambda: self._controllers.due,
-                                            lambda: self._controllers.rollout_seconds)
+            self._thread = ControllerThread(self._controller_pass, lambda: self._controllers.next_due)
             self._controller_errors = self._thread.errors
             self._server.store.on_change = self._thread.wake
             self._thread.start()

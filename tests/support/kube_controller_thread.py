@@ -1,24 +1,24 @@
-"""The thread that drives the controllers: a pass on every store change, and a bounded tick while
-something changes with time alone (pods becoming ready, restart counts growing)."""
+"""The thread that drives the controllers: a pass on every store change, and one when something is
+due to change with time alone (a pod becoming ready, a restart count growing); nothing in between."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
-MAX_TICK = 0.25
-"""Longest wait between two passes (also while nothing is due: a slow safety net, no hot loop)."""
-MIN_TICK = 0.02
+IDLE_PASS = 2.0
+"""Longest wait between two passes when nothing is due (a cheap safety net)."""
+MIN_WAIT = 0.01
+"""Shortest wait between two passes, so a burst of due moments cannot spin the thread."""
 
 
 class ControllerThread:
-    """Runs ``Controllers.reconcile`` on every store change and at a bounded tick while something is due."""
+    """Runs ``run_pass`` when woken (a store change) or when ``next_due()`` (monotonic time) comes."""
 
-    def __init__(self, run_pass: Callable[[], None], due: Callable[[], bool],
-                 rollout_seconds: Callable[[], float]) -> None:
+    def __init__(self, run_pass: Callable[[], None], next_due: Callable[[], float | None]) -> None:
         self._run_pass = run_pass
-        self._due = due
-        self._rollout_seconds = rollout_seconds
+        self._next_due = next_due
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="kube-controllers", daemon=True)
@@ -35,9 +35,11 @@ class ControllerThread:
         self._wake.set()
         self._thread.join(timeout)
 
-    @property
-    def tick(self) -> float:
-        return min(MAX_TICK, max(MIN_TICK, self._rollout_seconds() / 4))
+    def _wait_seconds(self) -> float:
+        due = self._next_due()
+        if due is None:
+            return IDLE_PASS
+        return min(IDLE_PASS, max(MIN_WAIT, due - time.monotonic()))
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -46,4 +48,4 @@ class ControllerThread:
                 self._run_pass()
             except Exception as exc:  # noqa: BLE001 - kept for the test to see, the loop goes on
                 self.errors.append(exc)
-            self._wake.wait(self.tick if self._due() else MAX_TICK)
+            self._wake.wait(self._wait_seconds())

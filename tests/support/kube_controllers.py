@@ -25,7 +25,7 @@ from kube_hpa_controller import HpaController
 from kube_metrics import PodUsage
 from kube_objects import KINDS, REVISION_ANNOTATION, is_ready, owned_by
 from kube_pod_states import FailureMode, PodState
-from kube_store import KubeStore
+from kube_store import KubeStore, clone
 
 DEPLOYMENT, REPLICASET, POD, HPA = KINDS["deployment"], KINDS["replicaset"], KINDS["pod"], KINDS["hpa"]
 SETTLE_PASSES = 50
@@ -89,20 +89,29 @@ class Controllers:
         self.only: tuple[str, ...] | None = None
         self.memory = _Memory()
         self.hpa = HpaController(store, usage)
-        self.due = False  # something changes with time alone: keep ticking
+        self.next_due: float | None = None  # when something changes with time alone (monotonic)
         self._instant = False  # seeding: new pods count as created long ago
 
     # ---- one pass (loop thread) -------------------------------------------------------------------
 
     def reconcile(self, now: float) -> None:
-        self.due = False
-        for deployment in self.store.list(DEPLOYMENT):
-            if self.only is None or deployment["metadata"]["name"] in self.only:
-                self._sync_deployment(deployment, now, instant=False)
-        for hpa in self.store.list(HPA):
-            self.hpa.sync(hpa)
-        self._finish_terminations(now)
-        self._collect_orphans()
+        """One pass over every controlled object; repeats (bounded) while a pass still writes."""
+        self.next_due = None
+        self.store.quiet = True
+        try:
+            for _ in range(SETTLE_PASSES):
+                before = self.store.revision
+                for deployment in self.store.list(DEPLOYMENT):
+                    if self.only is None or deployment["metadata"]["name"] in self.only:
+                        self._sync_deployment(deployment, now, instant=False)
+                for hpa in self.store.list(HPA):
+                    self.hpa.sync(hpa)
+                self._finish_terminations(now)
+                self._collect_orphans()
+                if self.store.revision == before:
+                    return
+        finally:
+            self.store.quiet = False
 
     def settle(self, namespace: str, name: str) -> None:
         """Roll a Deployment out instantly and healthily (it existed, settled, before the test)."""
@@ -130,7 +139,7 @@ class Controllers:
             self.memory.stuck[uid] = generation
             return False
         wrote = False
-        owned = [rs for rs in self.store.list(REPLICASET, namespace) if owned_by(rs, deployment)]
+        owned = [clone(rs) for rs in self.store.peek(REPLICASET, namespace) if owned_by(rs, deployment)]
         pod_hash = kube_objects.template_hash(deployment["spec"]["template"])
         newest = max((_revision(rs) for rs in owned), default=0)
         new = next((rs for rs in owned if rs["metadata"]["labels"].get("pod-template-hash") == pod_hash), None)
@@ -224,7 +233,7 @@ class Controllers:
 
     def _pods_of(self, rs: dict[str, Any]) -> list[dict[str, Any]]:
         """The ReplicaSet's active pods (Terminating ones no longer count, as in the controller)."""
-        return [pod for pod in self.store.list(POD, rs["metadata"]["namespace"])
+        return [pod for pod in self.store.peek(POD, rs["metadata"]["namespace"])
                 if owned_by(pod, rs) and not pod["metadata"].get("deletionTimestamp")]
 
     def _write_deployment_status(self, deployment: dict[str, Any], new: dict[str, Any], old: list[dict[str, Any]],
@@ -297,8 +306,10 @@ class Controllers:
         for key in ("readyReplicas", "availableReplicas", "updatedReplicas", "replicas"):
             if status[key] == 0:
                 del status[key]  # omitempty in the API types: absent rather than 0
-        if not complete:
-            self.due = True
+        if not complete and progressing[0] is not False:
+            self._due_at(self.memory.progressed[uid] + deadline)
+            if mode is FailureMode.PROGRESS_DEADLINE:
+                self._due_at(started + PROGRESS_DEADLINE_PERIODS * self.rollout_seconds)
         if status == deployment.get("status"):
             return False
         deployment["status"] = status
@@ -316,7 +327,7 @@ class Controllers:
         while len(pods) > wanted:
             victim = min(pods, key=lambda pod: (is_ready(pod), -self.memory.born.get(pod["metadata"]["uid"], 0)))
             pods.remove(victim)
-            self._terminate(victim, now)
+            self._terminate(clone(victim), now)
             self.store.record_event(rs, "SuccessfulDelete", f"Deleted pod: {victim['metadata']['name']}", False,
                                      "replicaset-controller")
             wrote = True
@@ -342,6 +353,7 @@ class Controllers:
             if state != before or "conditions" not in pod["status"]:
                 for reason, message, warning, component in kube_pod_states.events_for(pod, before, state):
                     self.store.record_event(pod, reason, message, warning, component)
+                pod = clone(pod)
                 pod["status"] = kube_pod_states.pod_status(pod, state)
                 if state.label == "unschedulable":
                     pod["spec"].pop("nodeName", None)
@@ -350,8 +362,9 @@ class Controllers:
                 pods[index] = self.store.commit(POD, pod)
                 self.memory.states[uid] = state
                 wrote = True
-            if state.label != "running" or mode is FailureMode.UNSTABLE:
-                self.due = True
+            change = kube_pod_states.next_change(mode, now - self.memory.born.get(uid, now), self.rollout_seconds)
+            if change is not None:
+                self._due_at(now + change)
         ready = sum(1 for pod in pods if is_ready(pod))
         status: dict[str, Any] = {"replicas": len(pods), "fullyLabeledReplicas": len(pods), "readyReplicas": ready,
                                   "availableReplicas": ready,
@@ -387,7 +400,7 @@ class Controllers:
             self.store.record_event(pod, "Killing", f"Stopping container {container['name']}", False, "kubelet")
 
     def _finish_terminations(self, now: float) -> None:
-        for pod in self.store.list(POD):
+        for pod in self.store.peek(POD):
             since = self.memory.terminating.get(pod["metadata"]["uid"])
             if since is None:
                 continue
@@ -395,14 +408,17 @@ class Controllers:
                 self.store.remove(POD, pod["metadata"]["namespace"], pod["metadata"]["name"])
                 del self.memory.terminating[pod["metadata"]["uid"]]
             else:
-                self.due = True
+                self._due_at(since + self.rollout_seconds)
+
+    def _due_at(self, moment: float) -> None:
+        self.next_due = moment if self.next_due is None else min(self.next_due, moment)
 
     def _collect_orphans(self) -> None:
         """The garbage collector: ReplicaSets of deleted Deployments and pods of deleted ReplicaSets go."""
         owners = {obj["metadata"]["uid"] for kind in (DEPLOYMENT, REPLICASET)
-                  for obj in self.store.list(kind)}
+                  for obj in self.store.peek(kind)}
         for kind in (REPLICASET, POD):
-            for obj in self.store.list(kind):
+            for obj in self.store.peek(kind):
                 refs = obj["metadata"].get("ownerReferences", [])
                 if refs and not any(ref["uid"] in owners for ref in refs):
                     self.store.remove(kind, obj["metadata"]["namespace"], obj["metadata"]["name"])

@@ -107,8 +107,8 @@ class HpaController:
 
     def _pods_of_deployment(self, deployment: dict[str, Any]) -> list[dict[str, Any]]:
         namespace = deployment["metadata"]["namespace"]
-        sets = [rs for rs in self.store.list(REPLICASET, namespace) if owned_by(rs, deployment)]
-        pods = self.store.list(POD, namespace)
+        sets = [rs for rs in self.store.peek(REPLICASET, namespace) if owned_by(rs, deployment)]
+        pods = self.store.peek(POD, namespace)
         return [pod for rs in sets for pod in pods if owned_by(pod, rs) and not pod["metadata"].get("deletionTimestamp")]
 
 

@@ -60,6 +60,17 @@ def state_for(mode: FailureMode, age: float, rollout_seconds: float) -> PodState
     return PodState("running", True)
 
 
+def next_change(mode: FailureMode, age: float, rollout_seconds: float) -> float | None:
+    """Seconds until ``state_for`` changes for a pod of this age, or None if it never will."""
+    if mode is FailureMode.UNSCHEDULABLE or rollout_seconds <= 0:
+        return None
+    if age < rollout_seconds:
+        return rollout_seconds - age
+    if mode in (FailureMode.CRASHLOOP, FailureMode.IMAGE_PULL, FailureMode.UNSTABLE):
+        return rollout_seconds - (age - rollout_seconds) % rollout_seconds
+    return None
+
+
 def _pod_ref(pod: dict[str, Any]) -> str:
     meta = pod["metadata"]
     return f"{meta['name']}_{meta['namespace']}({meta.get('uid', '')})"
