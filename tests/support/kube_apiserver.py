@@ -90,6 +90,7 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
     writes: list[WriteRecord] = attrs.field(factory=list, init=False)
     conflicts: dict[tuple[str, str, str], int] = attrs.field(factory=dict, init=False)
     _closing: asyncio.Event = attrs.field(factory=asyncio.Event, init=False)
+    _metrics_resources: dict[Any, Any] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -97,6 +98,16 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
         with warnings.catch_warnings():  # kmock 0.8 reads its bundled file with a deprecated importlib call
             warnings.simplefilter("ignore", DeprecationWarning)
             self.resources.load_bundled()  # discovery answers as a k3s cluster's do (kinds, verbs, namespaced)
+        # metrics-server is absent until set_metrics (install_metrics): its group is not discoverable either.
+        self._metrics_resources = {resource: self.resources[resource] for resource in list(self.resources)
+                                   if resource.group == METRICS_GROUP}
+        for resource in self._metrics_resources:
+            del self.resources[resource]
+
+    def install_metrics(self) -> None:
+        """metrics-server appears: PodMetrics are served and its API group is discoverable."""
+        for resource, info in self._metrics_resources.items():
+            self.resources[resource] = info
 
     def open_watches(self) -> None:
         self._closing = asyncio.Event()
@@ -129,8 +140,10 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
         resource = request.resource
         if request.method == "POST" and request.url.path == SSAR_PATH:
             return self._review_access(request)
-        if resource is not None and resource.group == METRICS_GROUP:
+        if resource is not None and resource.group == METRICS_GROUP and resource.plural:
             return self._serve_metrics(request)
+        if resource is not None and resource.group == METRICS_GROUP and not self.usage.installed:
+            return failure(404, "NotFound", "the server could not find the requested resource")
         kind = None if resource is None else kube_objects.KINDS_BY_URL.get(
             (resource.group, resource.version, resource.plural))
         if kind is None:

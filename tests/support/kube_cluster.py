@@ -245,7 +245,11 @@ class KubeCluster:
                     namespace: str = "default") -> None:
         """metrics.k8s.io usage for a pod or every pod of a Deployment; until called, the API is absent (404)."""
 
-        self._host.call(self._server.usage.set, namespace, pod_or_deployment, cpu, memory)
+        def install_and_set() -> None:
+            self._server.install_metrics()
+            self._server.usage.set(namespace, pod_or_deployment, cpu, memory)
+
+        self._host.call(install_and_set)
         if self._thread is not None:
             self._thread.wake()
 
