@@ -73,6 +73,7 @@ class _Memory:
     stuck: dict[str, int] = field(default_factory=dict)  # deployment uid -> generation left alone
     paused: dict[str, bool] = field(default_factory=dict)  # deployment uid -> seen paused
     terminating: dict[str, float] = field(default_factory=dict)  # pod uid -> when its deletion began
+    completed: dict[str, float] = field(default_factory=dict)  # ReplicaSet uid -> when its rollout completed
     counts: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # deployment uid -> last counts
     progressed: dict[str, float] = field(default_factory=dict)  # deployment uid -> when counts last moved
     serial: int = 0
@@ -262,10 +263,20 @@ class Controllers:
         deadline = deployment["spec"].get("progressDeadlineSeconds", DEFAULT_PROGRESS_DEADLINE)
         timed_out = timed_out or (not complete and now - self.memory.progressed.get(uid, now) >= deadline)
         old_progress = previous.get("Progressing")
+        if progress is not None:
+            self.memory.completed.pop(new["metadata"]["uid"], None)
+        elif complete and new["metadata"]["uid"] not in self.memory.completed:
+            self.memory.completed[new["metadata"]["uid"]] = now
+            if mode is FailureMode.UNSTABLE:
+                self._due_at(now + self.rollout_seconds)  # the first restart, one period after completion
+        # The real controller leaves a completed rollout's condition alone while every pod runs the
+        # new template, even when readiness comes and goes (progress.go, isCompleteDeployment).
+        settled = (progress is None and old_progress is not None and len(every) == updated
+                   and old_progress.get("reason") == "NewReplicaSetAvailable")
         progressing: tuple[bool | None, str, str]
         if progress is not None and progress[0] == "DeploymentPaused":
             progressing = (None, "DeploymentPaused", "Deployment is paused")
-        elif complete:
+        elif complete or settled:
             progressing = (True, "NewReplicaSetAvailable", f'ReplicaSet "{new_name}" has successfully progressed.')
         elif timed_out or (old_progress and old_progress.get("reason") == "ProgressDeadlineExceeded" and not progress):
             progressing = (False, "ProgressDeadlineExceeded", f'ReplicaSet "{new_name}" has timed out progressing.')
@@ -306,7 +317,7 @@ class Controllers:
         for key in ("readyReplicas", "availableReplicas", "updatedReplicas", "replicas"):
             if status[key] == 0:
                 del status[key]  # omitempty in the API types: absent rather than 0
-        if not complete and progressing[0] is not False:
+        if not complete and not settled and progressing[0] is not False:
             self._due_at(self.memory.progressed[uid] + deadline)
             if mode is FailureMode.PROGRESS_DEADLINE:
                 self._due_at(started + PROGRESS_DEADLINE_PERIODS * self.rollout_seconds)
@@ -348,7 +359,10 @@ class Controllers:
             wrote = True
         for index, pod in enumerate(pods):
             uid = pod["metadata"]["uid"]
-            state = kube_pod_states.state_for(mode, now - self.memory.born.get(uid, now), self.rollout_seconds)
+            age = now - self.memory.born.get(uid, now)
+            completed = self.memory.completed.get(rs["metadata"]["uid"])
+            settled = None if completed is None else now - completed
+            state = kube_pod_states.state_for(mode, age, self.rollout_seconds, settled)
             before = self.memory.states.get(uid)
             if state != before or "conditions" not in pod["status"]:
                 for reason, message, warning, component in kube_pod_states.events_for(pod, before, state):
@@ -362,7 +376,7 @@ class Controllers:
                 pods[index] = self.store.commit(POD, pod)
                 self.memory.states[uid] = state
                 wrote = True
-            change = kube_pod_states.next_change(mode, now - self.memory.born.get(uid, now), self.rollout_seconds)
+            change = kube_pod_states.next_change(mode, age, self.rollout_seconds, settled)
             if change is not None:
                 self._due_at(now + change)
         ready = sum(1 for pod in pods if is_ready(pod))

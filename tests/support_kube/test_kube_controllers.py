@@ -175,6 +175,8 @@ def test_an_image_that_cannot_be_pulled_alternates_err_image_pull_and_back_off(w
 
 
 def test_an_unstable_rollout_completes_then_loses_readiness_with_a_restart(web: KubeCluster, api) -> None:
+    api.patch(WEB, {"spec": {"replicas": 4}})  # pods of several surge steps: all ready together first
+    wait_until(lambda: rolled_out(web, 2), WAIT, what="four replicas")
     web.set_mode(FailureMode.UNSTABLE)
     generation = new_cpu(api, "250m")
     wait_until(lambda: rolled_out(web, generation), WAIT, what="rollout complete")
@@ -188,6 +190,9 @@ def test_an_unstable_rollout_completes_then_loses_readiness_with_a_restart(web: 
 
     wait_until(restarted_unready, WAIT, what="a restarted, unready pod")
     wait_until(lambda: bool(events(web, "Unhealthy")), WAIT, what="a readiness probe failure event")
+    # As the real controller does, a completed rollout stays "successfully progressed" meanwhile.
+    progressing = conditions(web.get("deployment", "web"))["Progressing"]
+    assert (progressing["status"], progressing["reason"]) == ("True", "NewReplicaSetAvailable")
 
 
 def test_a_stuck_controller_never_observes_the_new_generation(web: KubeCluster, api) -> None:
