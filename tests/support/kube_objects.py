@@ -85,8 +85,11 @@ def safe_suffix(seed: str, length: int) -> str:
 
 
 def template_hash(template: dict[str, Any]) -> str:
-    """The pod-template-hash label: stable for equal templates, as the deployment controller's."""
-    return safe_suffix(json.dumps(template, sort_keys=True), 10)
+    """The pod-template-hash label: equal for templates equal but for that label (the controller's
+    EqualIgnoreHash), so a rollback that copies a ReplicaSet's template finds that ReplicaSet."""
+    bare = copy.deepcopy(template)
+    ((bare.get("metadata") or {}).get("labels") or {}).pop("pod-template-hash", None)
+    return safe_suffix(json.dumps(bare, sort_keys=True), 10)
 
 
 def default_container(container: dict[str, Any]) -> dict[str, Any]:
