@@ -245,6 +245,8 @@ def test_the_hpa_owns_the_replicas_of_its_target(web: KubeCluster, api) -> None:
     hpa = web.add_hpa("web", "web", min_replicas=3, max_replicas=5, target_cpu_utilization=70)
     assert hpa["spec"]["metrics"][0]["resource"]["target"] == {"type": "Utilization", "averageUtilization": 70}
     wait_until(lambda: web.get("deployment", "web")["spec"]["replicas"] == 3, WAIT, what="scaled to min")
+    wait_until(lambda: any(event["message"] == "New size: 3; reason: Current number of replicas below "
+                           "Spec.MinReplicas" for event in events(web, "SuccessfulRescale")), WAIT, what="event")
     wait_until(lambda: rolled_out(web, 1), WAIT, what="three ready replicas")
     assert api.patch(WEB, {"spec": {"replicas": 1}}).status_code == 200
     wait_until(lambda: web.get("deployment", "web")["spec"]["replicas"] == 3, WAIT, what="replicas taken back")
