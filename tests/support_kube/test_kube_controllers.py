@@ -348,3 +348,13 @@ def test_a_rollback_to_a_replicasets_own_template_finds_that_replicaset(web: Kub
     assert len(web.list("replicaset")) == 2
     assert web.get("replicaset", first["metadata"]["name"])["metadata"]["annotations"][
         "deployment.kubernetes.io/revision"] == "3"
+
+
+def test_pods_default_requests_to_limits_but_the_template_keeps_what_was_written(cluster: KubeCluster) -> None:
+    limited = {"name": "main", "image": "registry.example/web:1", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}
+    cluster.add_deployment("web", containers=[limited])
+    template = cluster.get("deployment", "web")["spec"]["template"]["spec"]["containers"][0]
+    assert template["resources"] == {"limits": {"cpu": "1", "memory": "1Gi"}}
+    pod = cluster.pods("web")[0]
+    assert pod["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}
+    assert pod["status"]["qosClass"] == "Guaranteed"
