@@ -158,7 +158,8 @@ class KubeCluster:
 
     @property
     def patch_log(self) -> list[tuple[str, str, Any, dict[str, str]]]:
-        """(method, path, body, headers) of every write received over HTTP, oldest first."""
+        """(method, path, body, headers) of every write received over HTTP, oldest first: refused ones
+        (409, 403, 415, 422) too, so a test sees the retries."""
         return [(write.method, write.path, copy.deepcopy(write.body), dict(write.headers))
                 for write in self._host.call(list, self._server.writes)]
 
