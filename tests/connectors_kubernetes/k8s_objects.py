@@ -7,6 +7,26 @@ from typing import Any
 
 from servo_actors.connectors.kubernetes.config import KubernetesConfig
 
+WEB_CONTAINER = {
+    "name": "main",
+    "image": "registry.example/web:1",
+    "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+    "env": [{"name": "GOGC", "value": "100"}],
+}
+WEB_CONFIG = {
+    "name": "web",
+    "replicas": {"min": 1, "max": 10},
+    "containers": [
+        {
+            "name": "main",
+            "cpu": {"min": "250m", "max": 4, "step": "125m"},
+            "memory": {"min": "256Mi", "max": "4Gi", "step": "128Mi"},
+            "env": [{"name": "GOGC", "type": "range", "min": 50, "max": 400, "step": 10}],
+        }
+    ],
+}
+"""Deployment ``web`` of the emulated cluster, and its connector config."""
+
 BASE_CONFIG: dict[str, Any] = {
     "namespace": "default",
     "deployments": [
@@ -36,7 +56,9 @@ def config(**changes: Any) -> KubernetesConfig:
     return KubernetesConfig.model_validate(data)
 
 
-def container(name: str = "main", requests: dict | None = None, limits: dict | None = None, env: list | None = None) -> dict:
+def container(
+    name: str = "main", requests: dict | None = None, limits: dict | None = None, env: list | None = None
+) -> dict:
     resources = {}
     if requests is not None:
         resources["requests"] = requests
@@ -45,26 +67,56 @@ def container(name: str = "main", requests: dict | None = None, limits: dict | N
     return {"name": name, "image": "app:1", "resources": resources, "env": env or []}
 
 
-def deployment(name: str = "web", containers: list | None = None, replicas: int = 2, rv: str = "7", **status: Any) -> dict:
+def deployment(
+    name: str = "web", containers: list | None = None, replicas: int = 2, rv: str = "7", **status: Any
+) -> dict:
     return {
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "resourceVersion": rv, "generation": 3},
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "uid": f"uid-{name}",
+            "resourceVersion": rv,
+            "generation": 3,
+        },
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": name}},
             "template": {
                 "metadata": {"labels": {"app": name}},
-                "spec": {"containers": containers if containers is not None else [container(requests={"cpu": "500m", "memory": "512Mi"}, limits={"cpu": "1", "memory": "1Gi"}, env=[{"name": "GOGC", "value": "100"}])]},
+                "spec": {
+                    "containers": containers
+                    if containers is not None
+                    else [
+                        container(
+                            requests={"cpu": "500m", "memory": "512Mi"},
+                            limits={"cpu": "1", "memory": "1Gi"},
+                            env=[{"name": "GOGC", "value": "100"}],
+                        )
+                    ]
+                },
             },
         },
         "status": {"observedGeneration": 3, **status},
     }
 
 
-def hpa(name: str = "web", target: str = "web", low: int = 1, high: int = 5, cpu: int | None = 70, rv: str = "3") -> dict:
+def hpa(
+    name: str = "web", target: str = "web", low: int = 1, high: int = 5, cpu: int | None = 70, rv: str = "3"
+) -> dict:
     metrics = []
     if cpu is not None:
-        metrics.append({"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": cpu}}})
-    metrics.append({"type": "Resource", "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "500Mi"}}})
+        metrics.append(
+            {
+                "type": "Resource",
+                "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": cpu}},
+            }
+        )
+    metrics.append(
+        {
+            "type": "Resource",
+            "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "500Mi"}},
+        }
+    )
     return {
         "metadata": {"name": name, "namespace": "default", "resourceVersion": rv},
         "spec": {

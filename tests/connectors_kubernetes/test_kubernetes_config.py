@@ -42,7 +42,16 @@ def test_defaults() -> None:
         ({"name": "main", "memory": {"min": "1Gi", "max": "2Gi", "set": []}}, "set"),
         ({"name": "main", "cpu": {"min": "1x", "max": 2}}, "quantity"),
         ({"name": "main", "env": [{"name": "cpu", "type": "range", "min": 1, "max": 2}]}, "clash"),
-        ({"name": "main", "env": [{"name": "A", "type": "enum", "values": ["x"]}, {"name": "A", "type": "enum", "values": ["y"]}]}, "twice"),
+        (
+            {
+                "name": "main",
+                "env": [
+                    {"name": "A", "type": "enum", "values": ["x"]},
+                    {"name": "A", "type": "enum", "values": ["y"]},
+                ],
+            },
+            "twice",
+        ),
         ({"name": "main", "env": [{"name": "A", "type": "list"}]}, "type"),
         ({"name": "main", "env": [{"name": "A B", "type": "enum", "values": ["x"]}]}, "valid"),
     ],

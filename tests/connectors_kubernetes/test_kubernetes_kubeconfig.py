@@ -21,7 +21,9 @@ from servo_actors.connectors.kubernetes.kubeconfig import (
 )
 
 
-def _kubeconfig(path: Path, server: str = "http://127.0.0.1:1", user: dict | None = None, context: str = "one", **extra) -> Path:
+def _kubeconfig(
+    path: Path, server: str = "http://127.0.0.1:1", user: dict | None = None, context: str = "one", **extra
+) -> Path:
     data = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -57,7 +59,9 @@ def test_kubeconfig_list_is_merged_first_wins(tmp_path: Path) -> None:
 
 def test_relative_paths_and_data_fields(tmp_path: Path) -> None:
     user = {"client-certificate": "certs/me.crt", "client-key-data": base64.b64encode(b"KEY").decode()}
-    path = _kubeconfig(tmp_path / "cfg", "https://k.example:6443", user=user, **{"certificate-authority": "ca.crt"})
+    path = _kubeconfig(
+        tmp_path / "cfg", "https://k.example:6443", user=user, **{"certificate-authority": "ca.crt"}
+    )
     access = from_kubeconfig([path], None)
     assert access.ca_file == str(tmp_path / "ca.crt")
     assert access.client_cert_file == str(tmp_path / "certs" / "me.crt")
@@ -118,7 +122,10 @@ def _plugin(tmp_path: Path, body: str) -> Path:
 def test_exec_plugin_token_and_expiry(tmp_path: Path) -> None:
     credential = {"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
                   "status": {"token": "from-plugin", "expirationTimestamp": "2099-01-01T00:00:00Z"}}  # fmt: skip
-    script = _plugin(tmp_path, f"echo \"$KUBERNETES_EXEC_INFO\" > {tmp_path}/info\ncat <<'EOF'\n{json.dumps(credential)}\nEOF\n")
+    _plugin(
+        tmp_path,
+        f"echo \"$KUBERNETES_EXEC_INFO\" > {tmp_path}/info\ncat <<'EOF'\n{json.dumps(credential)}\nEOF\n",
+    )
     path = _kubeconfig(tmp_path / "cfg", user={"exec": {"command": "./plugin.sh", "apiVersion": "client.authentication.k8s.io/v1",
                                                         "env": [{"name": "X", "value": "1"}]}})  # fmt: skip
     access = from_kubeconfig([path], None)

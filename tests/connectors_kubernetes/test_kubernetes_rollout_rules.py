@@ -30,11 +30,34 @@ def test_done_when_every_count_matches() -> None:
 @pytest.mark.parametrize(
     ("obj", "message"),
     [
-        (_status(generation=4, observed=3, updatedReplicas=2, readyReplicas=2, availableReplicas=2, replicas=2), "generation 4"),
-        (_status(updatedReplicas=1, readyReplicas=2, availableReplicas=2, replicas=2), "1 of 2 new replicas updated"),
-        (_status(**{"replicas": 2}, updatedReplicas=2, readyReplicas=2, availableReplicas=2) | {"status": {"observedGeneration": 3, "replicas": 3, "updatedReplicas": 2, "readyReplicas": 2, "availableReplicas": 2}}, "1 old replica(s) pending"),
+        (
+            _status(
+                generation=4, observed=3, updatedReplicas=2, readyReplicas=2, availableReplicas=2, replicas=2
+            ),
+            "generation 4",
+        ),
+        (
+            _status(updatedReplicas=1, readyReplicas=2, availableReplicas=2, replicas=2),
+            "1 of 2 new replicas updated",
+        ),
+        (
+            _status(**{"replicas": 2}, updatedReplicas=2, readyReplicas=2, availableReplicas=2)
+            | {
+                "status": {
+                    "observedGeneration": 3,
+                    "replicas": 3,
+                    "updatedReplicas": 2,
+                    "readyReplicas": 2,
+                    "availableReplicas": 2,
+                }
+            },
+            "1 old replica(s) pending",
+        ),
         (_status(updatedReplicas=2, readyReplicas=1, availableReplicas=1), "1 of 2 updated replicas ready"),
-        (_status(updatedReplicas=2, readyReplicas=2, availableReplicas=1), "1 of 2 updated replicas ready and available"),
+        (
+            _status(updatedReplicas=2, readyReplicas=2, availableReplicas=1),
+            "1 of 2 updated replicas ready and available",
+        ),
     ],
 )
 def test_not_done_yet(obj, message) -> None:
@@ -44,12 +67,33 @@ def test_not_done_yet(obj, message) -> None:
 
 
 def test_progress_deadline_and_replica_failure_fail_at_once() -> None:
-    stalled = _status(conditions=[{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "ReplicaSet web-1 has timed out progressing."}])
+    stalled = _status(
+        conditions=[
+            {
+                "type": "Progressing",
+                "status": "False",
+                "reason": "ProgressDeadlineExceeded",
+                "message": "ReplicaSet web-1 has timed out progressing.",
+            }
+        ]
+    )
     assert rollout_status(stalled).failure.reason == "start-failed"
     assert "timed out progressing" in rollout_status(stalled).failure.message
-    quota = _status(conditions=[{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": "exceeded quota: compute"}])
+    quota = _status(
+        conditions=[
+            {
+                "type": "ReplicaFailure",
+                "status": "True",
+                "reason": "FailedCreate",
+                "message": "exceeded quota: compute",
+            }
+        ]
+    )
     failure = rollout_status(quota).failure
-    assert (failure.status, failure.reason) == ("rejected", "start-failed") and "exceeded quota" in failure.message
+    assert (failure.status, failure.reason) == (
+        "rejected",
+        "start-failed",
+    ) and "exceeded quota" in failure.message
 
 
 def test_zero_replicas_is_done_at_once() -> None:
@@ -61,13 +105,19 @@ def _rs(name: str, revision: str, uid: str, owner: str = "uid-web") -> dict:
                          "labels": {"pod-template-hash": name[-1]}, "ownerReferences": [{"uid": owner}]}}  # fmt: skip
 
 
-def _pod(name: str, owner: str = "rs-2", conditions: list | None = None, statuses: list | None = None) -> dict:
+def _pod(
+    name: str, owner: str = "rs-2", conditions: list | None = None, statuses: list | None = None
+) -> dict:
     return {"metadata": {"name": name, "ownerReferences": [{"uid": owner}]},
             "status": {"conditions": conditions or [], "containerStatuses": statuses or []}}  # fmt: skip
 
 
 def test_newest_replicaset_and_its_pods() -> None:
-    sets = [_rs("web-1", "1", "rs-1"), _rs("web-2", "10", "rs-2"), _rs("other-9", "99", "rs-9", owner="uid-other")]
+    sets = [
+        _rs("web-1", "1", "rs-1"),
+        _rs("web-2", "10", "rs-2"),
+        _rs("other-9", "99", "rs-9", owner="uid-other"),
+    ]
     newest = newest_replicaset(deployment(), sets)
     assert newest["metadata"]["name"] == "web-2"
     pods = [_pod("a", "rs-1"), _pod("b", "rs-2")]
@@ -75,14 +125,29 @@ def test_newest_replicaset_and_its_pods() -> None:
 
 
 def test_unschedulable_is_rejected_but_not_definite() -> None:
-    pod = _pod("web-2-x", conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available: 3 Insufficient cpu."}])
+    pod = _pod(
+        "web-2-x",
+        conditions=[
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/3 nodes are available: 3 Insufficient cpu.",
+            }
+        ],
+    )
     found = diagnose_pods([pod])
     assert (found.status, found.reason, found.definite) == ("rejected", "unschedulable", False)
     assert "Insufficient cpu" in found.message and "web-2-x" in found.message
 
 
 def test_image_pull_failure_is_failed_and_names_the_image() -> None:
-    waiting = {"name": "main", "image": "app:nope", "restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}}}
+    waiting = {
+        "name": "main",
+        "image": "app:nope",
+        "restartCount": 0,
+        "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}},
+    }
     found = diagnose_pods([_pod("p", statuses=[waiting])])
     assert (found.status, found.reason, found.definite) == ("failed", "image-pull-failed", True)
     assert "app:nope" in found.message
@@ -93,19 +158,29 @@ def test_crash_loop_is_a_start_failure_with_the_last_exit() -> None:
                 "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}}  # fmt: skip
     found = diagnose_pods([_pod("p", statuses=[crashing])])
     assert (found.status, found.reason) == ("rejected", "start-failed")
-    assert "restarted 4 time(s)" in found.message and "OOMKilled" in found.message and "more memory" in found.message
+    assert (
+        "restarted 4 time(s)" in found.message
+        and "OOMKilled" in found.message
+        and "more memory" in found.message
+    )
 
 
 def test_image_pull_wins_over_unschedulable_and_warning_events_add_detail() -> None:
     pending = _pod("a", conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}])
-    events = [{"type": "Warning", "involvedObject": {"name": "a"}, "message": "0/1 nodes: Insufficient memory"}]
+    events = [
+        {"type": "Warning", "involvedObject": {"name": "a"}, "message": "0/1 nodes: Insufficient memory"}
+    ]
     assert "Insufficient memory" in diagnose_pods([pending], events).message
     pulling = _pod("b", statuses=[{"name": "main", "state": {"waiting": {"reason": "ErrImagePull"}}}])
     assert diagnose_pods([pending, pulling]).reason == "image-pull-failed"
 
 
 def test_healthy_pods_have_no_diagnosis() -> None:
-    ok = _pod("p", conditions=[{"type": "Ready", "status": "True"}], statuses=[{"name": "main", "ready": True, "restartCount": 0, "state": {"running": {}}}])
+    ok = _pod(
+        "p",
+        conditions=[{"type": "Ready", "status": "True"}],
+        statuses=[{"name": "main", "ready": True, "restartCount": 0, "state": {"running": {}}}],
+    )
     assert diagnose_pods([ok]) is None
 
 
@@ -116,7 +191,11 @@ def test_instability_is_a_new_restart_or_lost_readiness_of_a_known_pod() -> None
     assert instability(baseline, [steady]) is None
     restarted = _pod("p", conditions=ready, statuses=[{"name": "main", "restartCount": 2}])
     assert instability(baseline, [restarted]).reason == "unstable"
-    unready = _pod("p", conditions=[{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}], statuses=[{"name": "main", "restartCount": 1}])
+    unready = _pod(
+        "p",
+        conditions=[{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
+        statuses=[{"name": "main", "restartCount": 1}],
+    )
     assert "lost readiness" in instability(baseline, [unready]).message
     newcomer = _pod("q", conditions=[{"type": "Ready", "status": "False"}])
     assert instability(baseline, [newcomer]) is None

@@ -23,20 +23,31 @@ def test_parse_cpu(text, cores) -> None:
     assert parse_cpu(text) == pytest.approx(cores)
 
 
-@pytest.mark.parametrize(("cores", "text"), [(0.25, "250m"), (1.0, "1"), (4, "4"), (0.125, "125m"), (1.0004, "1")])
+@pytest.mark.parametrize(
+    ("cores", "text"), [(0.25, "250m"), (1.0, "1"), (4, "4"), (0.125, "125m"), (1.0004, "1")]
+)
 def test_format_cpu(cores, text) -> None:
     assert format_cpu(cores) == text
 
 
 @pytest.mark.parametrize(
     ("text", "gib"),
-    [("256Mi", 0.25), ("4Gi", 4.0), ("1048576Ki", 1.0), ("1073741824", 1.0), ("1G", 1e9 / 2**30), ("0.5Gi", 0.5)],
+    [
+        ("256Mi", 0.25),
+        ("4Gi", 4.0),
+        ("1048576Ki", 1.0),
+        ("1073741824", 1.0),
+        ("1G", 1e9 / 2**30),
+        ("0.5Gi", 0.5),
+    ],
 )
 def test_parse_memory(text, gib) -> None:
     assert parse_memory(text) == pytest.approx(gib)
 
 
-@pytest.mark.parametrize(("gib", "text"), [(0.25, "256Mi"), (4.0, "4Gi"), (1024.0, "1Ti"), (0.375, "384Mi"), (1 / 2**20, "1Ki")])
+@pytest.mark.parametrize(
+    ("gib", "text"), [(0.25, "256Mi"), (4.0, "4Gi"), (1024.0, "1Ti"), (0.375, "384Mi"), (1 / 2**20, "1Ki")]
+)
 def test_format_memory(gib, text) -> None:
     assert format_memory(gib) == text
 

@@ -77,7 +77,7 @@ class CpuRange(_Bounds):
 
     min: Cores = Field(gt=0)
     max: Cores
-    step: Cores = 0.125
+    step: Cores = "125m"  # type: ignore[assignment]  # validated into cores
     set: list[Target] = Field(default_factory=lambda: ["request", "limit"], min_length=1)
 
 
@@ -86,7 +86,7 @@ class MemoryRange(_Bounds):
 
     min: GiB = Field(gt=0)
     max: GiB
-    step: GiB = 0.125
+    step: GiB = "128Mi"  # type: ignore[assignment]  # validated into GiB
     set: list[Target] = Field(default_factory=lambda: ["request", "limit"], min_length=1)
 
 

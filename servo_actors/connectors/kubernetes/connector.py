@@ -202,9 +202,12 @@ class KubernetesConnector(Connector):
 
 
 def _scaled(progress: ProgressFn, start: float, end: float):  # noqa: ANN202
-    """``report(fraction, message)`` mapped onto progress percent between ``start`` and ``end``."""
+    """``report(fraction, message)`` mapped onto progress percent between ``start`` and ``end``;
+    it never goes back (old pods leaving can make the replica counts dip)."""
+    highest = [start]
 
     def report(fraction: float, message: str) -> None:
-        progress(round(start + (end - start) * max(0.0, min(1.0, fraction)), 1), message)
+        highest[0] = max(highest[0], start + (end - start) * max(0.0, min(1.0, fraction)))
+        progress(round(highest[0], 1), message)
 
     return report
