@@ -21,9 +21,8 @@ HERE = Path(__file__).parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from kube_cluster import FailureMode, KubeCluster  # noqa: E402  (tests/support, on the path from tests/conftest.py)
-
 from k8s_objects import WEB_CONFIG, WEB_CONTAINER  # noqa: E402
+from kube_cluster import FailureMode, KubeCluster  # noqa: E402  (tests/support, on the path from tests/conftest.py)
 
 from servo_actors.connectors.kubernetes import KubernetesConnector  # noqa: E402
 

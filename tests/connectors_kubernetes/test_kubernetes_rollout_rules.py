@@ -7,10 +7,12 @@ from k8s_objects import deployment
 
 from servo_actors.connectors.kubernetes.diagnosis import (
     diagnose_pods,
+    has_replica_failure,
     instability,
     newest_replicaset,
     pods_of,
     restart_counts,
+    without_condition,
 )
 from servo_actors.connectors.kubernetes.rollout import rollout_status
 
@@ -199,3 +201,15 @@ def test_instability_is_a_new_restart_or_lost_readiness_of_a_known_pod() -> None
     assert "lost readiness" in instability(baseline, [unready]).message
     newcomer = _pod("q", conditions=[{"type": "Ready", "status": "False"}])
     assert instability(baseline, [newcomer]) is None
+
+
+def test_a_replica_failure_counts_only_when_the_newest_replicaset_has_it() -> None:
+    failing = _status(
+        updatedReplicas=2, readyReplicas=2, availableReplicas=2, replicas=2,
+        conditions=[{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": "quota"}],
+    )  # fmt: skip
+    assert rollout_status(failing).failure.condition == "ReplicaFailure"
+    newest = {"status": {"conditions": [{"type": "ReplicaFailure", "status": "True"}]}}
+    assert has_replica_failure(newest) and not has_replica_failure({"status": {}})
+    assert rollout_status(without_condition(failing, "ReplicaFailure")).done
+    assert failing["status"]["conditions"], "the object itself is left alone"

@@ -35,6 +35,8 @@ class Diagnosis:
     reason: str
     message: str
     definite: bool = True
+    condition: str = ""
+    """The Deployment condition it comes from (``ReplicaFailure``, ``Progressing``), if any."""
 
 
 def newest_replicaset(deployment: dict[str, Any], replicasets: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -165,10 +167,31 @@ def deployment_condition_failure(deployment: dict[str, Any]) -> Diagnosis | None
         kind, status, reason = condition.get("type"), condition.get("status"), condition.get("reason")
         message = condition.get("message") or reason or ""
         if kind == "Progressing" and (reason == "ProgressDeadlineExceeded" or status == "False"):
-            return Diagnosis("rejected", "start-failed", f"Deployment {name} stopped progressing: {message}")
+            return Diagnosis(
+                "rejected",
+                "start-failed",
+                f"Deployment {name} stopped progressing: {message}",
+                condition=kind,
+            )
         if kind == "ReplicaFailure" and status == "True":
-            return Diagnosis("rejected", "start-failed", f"Deployment {name} cannot create pods: {message}")
+            return Diagnosis(
+                "rejected", "start-failed", f"Deployment {name} cannot create pods: {message}", condition=kind
+            )
     return None
+
+
+def has_replica_failure(replicaset: dict[str, Any] | None) -> bool:
+    """Whether the ReplicaSet itself cannot create its pods (the Deployment also reports an *old*
+    ReplicaSet's failure, e.g. the one just rolled back from, until that one is scaled down)."""
+    conditions = ((replicaset or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "ReplicaFailure" and c.get("status") == "True" for c in conditions)
+
+
+def without_condition(deployment: dict[str, Any], kind: str) -> dict[str, Any]:
+    """``deployment`` with the status condition ``kind`` left out (a shallow copy)."""
+    status = dict(deployment.get("status") or {})
+    status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != kind]
+    return {**deployment, "status": status}
 
 
 def restart_counts(pods: list[dict[str, Any]]) -> dict[tuple[str, str], int]:

@@ -33,10 +33,12 @@ from servo_actors.connectors.kubernetes.diagnosis import (
     Diagnosis,
     deployment_condition_failure,
     diagnose_pods,
+    has_replica_failure,
     instability,
     newest_replicaset,
     pods_of,
     restart_counts,
+    without_condition,
 )
 from servo_actors.durations import format_duration
 
@@ -179,8 +181,17 @@ class RolloutWatcher:
                 report(status.fraction if status else 0.0, f"{name}: {trouble}; retrying")
                 self.sleep(max(0.0, min(RETRY_INTERVAL, deadline - self.clock())))
 
-    def _judge(self, name: str, deployment: dict[str, Any], report: Report) -> RolloutStatus:
+    def status(self, deployment: dict[str, Any]) -> RolloutStatus:
+        """``rollout_status``, not counting a ReplicaFailure that belongs to an old ReplicaSet."""
         status = rollout_status(deployment)
+        if status.failure is not None and status.failure.condition == "ReplicaFailure":
+            newest, _ = self.newest_pods(deployment)
+            if not has_replica_failure(newest):  # e.g. the ReplicaSet just rolled back from
+                status = rollout_status(without_condition(deployment, "ReplicaFailure"))
+        return status
+
+    def _judge(self, name: str, deployment: dict[str, Any], report: Report) -> RolloutStatus:
+        status = self.status(deployment)
         report(status.fraction, status.message)
         if status.failure is not None:
             raise RolloutFailed(name, self.diagnose(deployment) or status.failure)
@@ -271,7 +282,7 @@ class RolloutWatcher:
 
     def _check_settled(self, name: str, baseline: dict[tuple[str, str], int]) -> None:
         deployment = self.client.get(deployment_path(self.namespace, name))
-        status = rollout_status(deployment)
+        status = self.status(deployment)
         if status.failure is not None:
             raise RolloutFailed(name, status.failure)
         _, pods = self.newest_pods(deployment)

@@ -1,0 +1,135 @@
+"""Failed rollouts against the emulated cluster: each kind and its reason word, and on_failure."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from kube_cluster import FailureMode
+from waiting import wait_until
+
+from servo_actors.connectors.base import ConnectorFailure, Control
+
+ORIGINAL = {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+WAIT = 30.0
+"""Generous bound on the emulator reaching a state: only a hang breaks it."""
+
+
+def _resources(cluster) -> dict:
+    return cluster.get("deployment", "web")["spec"]["template"]["spec"]["containers"][0]["resources"]
+
+
+def _rolled_out(cluster) -> bool:
+    deployment = cluster.get("deployment", "web")
+    status = deployment.get("status") or {}
+    desired = deployment["spec"]["replicas"]
+    return (
+        deployment["metadata"]["generation"] <= status.get("observedGeneration", 0)
+        and status.get("updatedReplicas")
+        == status.get("readyReplicas")
+        == status.get("availableReplicas")
+        == desired
+        and status.get("replicas") == desired
+    )
+
+
+def _adjust_in(mode, cluster, connector, progress, settlement: float = 0.0):
+    """Adjust cpu to 2 cores with the next rollout failing as ``mode``; the failure."""
+    cluster.set_mode(mode)
+    with pytest.raises(ConnectorFailure) as caught:
+        connector.adjust(
+            {"web": {"settings": {"cpu": {"value": 2}}}}, Control(settlement=settlement), progress
+        )
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    ("mode", "status", "reason", "words"),
+    [
+        (FailureMode.IMAGE_PULL, "failed", "image-pull-failed", "cannot pull image registry.example/web:1"),
+        (FailureMode.CRASHLOOP, "rejected", "start-failed", "fails to start"),
+        (FailureMode.PROGRESS_DEADLINE, "rejected", "start-failed", ""),
+        (FailureMode.REPLICA_FAILURE, "rejected", "start-failed", ""),
+        (FailureMode.UNSCHEDULABLE, "rejected", "unschedulable", "cannot be scheduled"),
+    ],
+)
+def test_each_failure_kind_has_its_reason_and_is_rolled_back(
+    cluster, make_connector, progress, mode, status, reason, words
+) -> None:
+    # Unschedulable may heal (a node may be added), so it waits out the timeout: keep that short.
+    connector = make_connector(timeout="4s" if mode is FailureMode.UNSCHEDULABLE else "20s")
+    failure = _adjust_in(mode, cluster, connector, progress)
+    assert (failure.status, failure.reason) == (status, reason), failure.message
+    assert words in failure.message
+    assert failure.message.startswith("Deployment web: ")
+    assert "Rolled web back to the previous settings, which are healthy again." in failure.message
+    assert _resources(cluster) == ORIGINAL
+    assert _rolled_out(cluster)
+
+
+def test_unstable_during_settlement(cluster, make_connector, progress) -> None:
+    failure = _adjust_in(FailureMode.UNSTABLE, cluster, make_connector(settlement="3s"), progress)
+    assert (failure.status, failure.reason) == ("rejected", "unstable"), failure.message
+    assert "settlement" in failure.message
+    assert _resources(cluster) == ORIGINAL
+
+
+def test_control_settlement_overrides_the_config(cluster, make_connector, progress) -> None:
+    failure = _adjust_in(FailureMode.UNSTABLE, cluster, make_connector(), progress, settlement=3.0)
+    assert failure.reason == "unstable"
+
+
+def test_a_stuck_rollout_times_out_and_ignore_leaves_it(cluster, make_connector, progress) -> None:
+    failure = _adjust_in(
+        FailureMode.STUCK, cluster, make_connector(timeout="2s", on_failure="ignore"), progress
+    )
+    assert (failure.status, failure.reason) == ("failed", "timeout"), failure.message
+    assert "did not finish rolling out within 2s" in failure.message
+    assert "left in place (on_failure: ignore)" in failure.message
+    assert _resources(cluster)["requests"]["cpu"] == "2"
+
+
+def test_shutdown_scales_to_zero(cluster, make_connector, progress) -> None:
+    failure = _adjust_in(FailureMode.CRASHLOOP, cluster, make_connector(on_failure="shutdown"), progress)
+    assert failure.reason == "start-failed"
+    assert "Scaled web to zero replicas (on_failure: shutdown)." in failure.message
+    assert cluster.get("deployment", "web")["spec"]["replicas"] == 0
+
+
+def test_rollback_restores_env_and_replicas_too(cluster, make_connector, progress) -> None:
+    cluster.set_mode(FailureMode.CRASHLOOP)
+    settings = {"GOGC": {"value": 300}, "replicas": {"value": 4}, "memory": {"value": 2}}
+    with pytest.raises(ConnectorFailure):
+        make_connector().adjust({"web": {"settings": settings}}, Control(), progress)
+    deployment = cluster.get("deployment", "web")
+    assert deployment["spec"]["replicas"] == 2
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["env"] == [{"name": "GOGC", "value": "100"}]
+    assert container["resources"] == ORIGINAL
+    wait_until(lambda: _rolled_out(cluster), WAIT, what="the rollback rolled out")
+
+
+def test_the_api_going_away_during_a_rollout_is_waited_out(cluster, make_connector, progress) -> None:
+    """A blip of the API server mid-rollout is not a failed adjustment: the wait retries until its timeout."""
+    cluster.controller(FailureMode.HEALTHY, rollout_seconds=1.5)
+    connector = make_connector(request_timeout="1s")
+    errors: list[BaseException] = []
+    result: list[dict] = []
+
+    def run() -> None:
+        try:
+            result.append(connector.adjust({"web": {"settings": {"cpu": {"value": 2}}}}, Control(), progress))
+        except BaseException as exc:  # reported to the test thread
+            errors.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    wait_until(lambda: any("patched" in m for _, m in progress.reports), WAIT, what="the patch went out")
+    cluster.down()
+    wait_until(lambda: any("retrying" in m for _, m in progress.reports), WAIT, what="a retry was reported")
+    cluster.up()
+    worker.join(WAIT)
+    assert not worker.is_alive()
+    assert not errors, errors
+    assert result[0]["web"]["settings"]["cpu"]["value"] == 2.0
+    assert _rolled_out(cluster)
