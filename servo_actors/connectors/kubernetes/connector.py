@@ -51,7 +51,7 @@ class KubernetesConnector(Connector):
     def describe(self) -> dict[str, Any]:
         with self._cluster("describe") as client:
             components = describe_components(self.config, read_states(client, self.config))
-            with_usage = measurement.metrics_api_available(client)
+            with_usage = measurement.metrics_api_available(client, self.config.namespace)
         names = [d.name for d in self.config.deployments]
         return {"components": components, "metrics": measurement.metric_descriptors(names, with_usage)}
 

@@ -19,7 +19,6 @@ from servo_actors.connectors.kubernetes.client import (
 )
 from servo_actors.connectors.kubernetes.units import parse_cpu, parse_memory
 
-METRICS_API_PATH = "/apis/metrics.k8s.io/v1beta1"
 BASE_METRICS = {"ready_replicas": "replicas", "restarts": "count"}
 USAGE_METRICS = {"cpu_usage": "cores", "memory_usage": "GiB"}
 
@@ -37,9 +36,10 @@ def split_metric(name: str, deployments: list[str]) -> tuple[str, str] | None:
     return None
 
 
-def metrics_api_available(client: KubeClient) -> bool:
+def metrics_api_available(client: KubeClient, namespace: str) -> bool:
+    """Whether pod metrics can be listed here (metrics-server installed, and we may read it)."""
     try:
-        client.get(METRICS_API_PATH)
+        client.get(pod_metrics_path(namespace), {"limit": "1"})
         return True
     except KubeError:
         return False
