@@ -21,7 +21,7 @@ HERE = Path(__file__).parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from k8s_objects import WEB_CONFIG, WEB_CONTAINER  # noqa: E402
+from k8s_objects import WEB_CONTAINER, connector_config  # noqa: E402
 from kube_cluster import FailureMode, KubeCluster  # noqa: E402  (tests/support, on the path from tests/conftest.py)
 
 from servo_actors.connectors.kubernetes import KubernetesConnector  # noqa: E402
@@ -56,12 +56,6 @@ def cluster(tmp_path: Path) -> Iterator[KubeCluster]:
         assert not emulated.controller_errors, emulated.controller_errors
     finally:
         emulated.stop()
-
-
-def connector_config(cluster: KubeCluster, **changes: Any) -> dict[str, Any]:
-    config = {"kubeconfig": str(cluster.kubeconfig), "timeout": "15s", "deployments": [WEB_CONFIG]}
-    config.update(changes)
-    return config
 
 
 @pytest.fixture

@@ -126,3 +126,10 @@ def hpa(
             "metrics": metrics,
         },
     }
+
+
+def connector_config(cluster: Any, **changes: Any) -> dict[str, Any]:
+    """The connector's config for Deployment ``web`` of an emulated ``cluster``."""
+    config = {"kubeconfig": str(cluster.kubeconfig), "timeout": "15s", "deployments": [WEB_CONFIG]}
+    config.update(changes)
+    return config
