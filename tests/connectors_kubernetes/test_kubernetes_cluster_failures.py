@@ -61,7 +61,8 @@ def test_each_failure_kind_has_its_reason_and_is_rolled_back(
     failure = _adjust_in(mode, cluster, connector, progress)
     assert (failure.status, failure.reason) == (status, reason), failure.message
     assert words in failure.message
-    assert failure.message.startswith("Deployment web: ")
+    assert failure.message.startswith("Deployment web")
+    assert failure.message.count("Deployment web") == 1, failure.message
     assert "Rolled web back to the previous settings, which are healthy again." in failure.message
     assert _resources(cluster) == ORIGINAL
     assert _rolled_out(cluster)

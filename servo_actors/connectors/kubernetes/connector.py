@@ -79,8 +79,11 @@ class KubernetesConnector(Connector):
                 except RolloutFailed as failure:
                     outcome = self._recover(adjustment, watcher, progress)
                     diagnosis = failure.diagnosis
+                    what = diagnosis.message.rstrip(".")
+                    if not what.startswith(f"Deployment {failure.deployment}"):
+                        what = f"Deployment {failure.deployment}: {what}"
                     raise ConnectorFailure(
-                        f"Deployment {failure.deployment}: {diagnosis.message}. {outcome}",
+                        f"{what}. {outcome}",
                         status=diagnosis.status,
                         reason=diagnosis.reason,
                     ) from None

@@ -1,0 +1,74 @@
+"""The API client against the emulated server: errors named, watches bounded, tokens kept out."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import yaml
+
+from servo_actors.connectors.base import ConnectorFailure
+from servo_actors.connectors.kubernetes.client import (
+    KubeApiError,
+    KubeClient,
+    KubeUnreachable,
+    deployment_path,
+    deployments_path,
+)
+from servo_actors.connectors.kubernetes.kubeconfig import resolve_access
+
+BOUND = 15.0
+"""Generous bound on a 1 s watch: only a hang breaks it."""
+
+
+def _client(cluster) -> KubeClient:
+    return KubeClient(resolve_access(str(cluster.kubeconfig), None), request_timeout=5)
+
+
+def test_a_watch_ends_at_its_timeout_and_yields_changes(cluster) -> None:
+    client = _client(cluster)
+    try:
+        current = client.get(deployment_path("default", "web"))
+        params = {
+            "fieldSelector": "metadata.name=web",
+            "resourceVersion": current["metadata"]["resourceVersion"],
+        }
+        began = time.monotonic()
+        events = list(client.watch(deployments_path("default"), params, 1))
+        assert time.monotonic() - began < BOUND
+        assert all(kind in ("ADDED", "MODIFIED", "BOOKMARK") for kind, _ in events)
+        client.patch(deployment_path("default", "web"), {"spec": {"replicas": 3}})
+        changed = list(client.watch(deployments_path("default"), params, 1))
+        assert any(kind == "MODIFIED" and obj["spec"]["replicas"] == 3 for kind, obj in changed)
+    finally:
+        client.close()
+
+
+def test_errors_carry_status_and_the_servers_message(cluster) -> None:
+    client = _client(cluster)
+    try:
+        with pytest.raises(KubeApiError) as caught:
+            client.get(deployment_path("default", "nope"))
+        assert caught.value.status == 404 and caught.value.reason == "NotFound"
+        assert "GET /apis/apps/v1/namespaces/default/deployments/nope: 404 NotFound" in str(caught.value)
+        cluster.down()
+        with pytest.raises(KubeUnreachable, match="Connection refused"):
+            client.get(deployment_path("default", "web"))
+    finally:
+        client.close()
+
+
+def test_a_wrong_token_is_unauthorized_and_never_shown(cluster, make_connector, tmp_path) -> None:
+    data = yaml.safe_load(cluster.kubeconfig.read_text())
+    data["users"][0]["user"]["token"] = "wrong-secret-value"
+    bad = tmp_path / "bad-kubeconfig"
+    bad.write_text(yaml.safe_dump(data))
+    connector = make_connector(kubeconfig=str(bad))
+    with pytest.raises(ConnectorFailure) as caught:
+        connector.describe()
+    assert "401" in caught.value.message
+    assert "wrong-secret-value" not in caught.value.message
+    assert cluster.token not in caught.value.message
+    results = connector.check()
+    assert not all(r["success"] for r in results)
+    assert not any("wrong-secret-value" in r["message"] for r in results)
