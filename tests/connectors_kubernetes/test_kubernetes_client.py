@@ -72,3 +72,24 @@ def test_a_wrong_token_is_unauthorized_and_never_shown(cluster, make_connector, 
     results = connector.check()
     assert not all(r["success"] for r in results)
     assert not any("wrong-secret-value" in r["message"] for r in results)
+
+
+def test_a_failing_credential_plugin_is_a_failed_check_and_a_named_failure(
+    cluster, make_connector, tmp_path
+) -> None:
+    plugin = tmp_path / "login.sh"
+    plugin.write_text("#!/bin/sh\necho 'session expired, run login' >&2\nexit 1\n")
+    plugin.chmod(0o755)
+    data = yaml.safe_load(cluster.kubeconfig.read_text())
+    data["users"][0]["user"] = {
+        "exec": {"command": str(plugin), "apiVersion": "client.authentication.k8s.io/v1"}
+    }
+    config = tmp_path / "exec-kubeconfig"
+    config.write_text(yaml.safe_dump(data))
+    connector = make_connector(kubeconfig=str(config))
+    [result] = connector.check()
+    assert result["name"] == "kubeconfig" and not result["success"]
+    assert "session expired, run login" in result["message"]
+    with pytest.raises(ConnectorFailure) as caught:
+        connector.describe()
+    assert caught.value.reason == "kubeconfig-invalid"

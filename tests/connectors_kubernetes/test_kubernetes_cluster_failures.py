@@ -112,7 +112,7 @@ def test_rollback_restores_env_and_replicas_too(cluster, make_connector, progres
 
 def test_the_api_going_away_during_a_rollout_is_waited_out(cluster, make_connector, progress) -> None:
     """A blip of the API server mid-rollout is not a failed adjustment: the wait retries until its timeout."""
-    cluster.controller(FailureMode.HEALTHY, rollout_seconds=1.5)
+    cluster.controller(FailureMode.HEALTHY, rollout_seconds=60)  # still rolling out when the API goes
     connector = make_connector(request_timeout="1s")
     errors: list[BaseException] = []
     result: list[dict] = []
@@ -129,6 +129,7 @@ def test_the_api_going_away_during_a_rollout_is_waited_out(cluster, make_connect
     cluster.down()
     wait_until(lambda: any("retrying" in m for _, m in progress.reports), WAIT, what="a retry was reported")
     cluster.up()
+    cluster.controller(FailureMode.HEALTHY, rollout_seconds=0.2)
     worker.join(WAIT)
     assert not worker.is_alive()
     assert not errors, errors

@@ -139,6 +139,8 @@ class KubernetesConnector(Connector):
             return [{"name": "kubeconfig", "success": False, "message": exc.message}]
         try:
             return run_checks(client, self.config)
+        except KubeConfigError as exc:  # e.g. a credential plugin that fails
+            return [{"name": "kubeconfig", "success": False, "message": str(exc)}]
         finally:
             client.close()
 
