@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 import requests
+import urllib3
 from requests.adapters import HTTPAdapter
 
 from servo_actors.connectors.kubernetes.credentials import KubeAuth, ssl_context
@@ -54,13 +55,25 @@ class KubeApiError(KubeError):
 
 
 class _TlsAdapter(HTTPAdapter):
-    def __init__(self, context: Any) -> None:
+    """TLS from the kubeconfig's context alone: requests would otherwise add its own CA bundle to
+    the trusted CAs (kubectl trusts only the configured one) and override a skipped verification."""
+
+    def __init__(self, context: Any, insecure: bool, server_name: str | None) -> None:
         self._context = context
+        self._insecure = insecure
+        self._server_name = server_name
         super().__init__(max_retries=0)
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         kwargs["ssl_context"] = self._context
+        if self._server_name:
+            kwargs["server_hostname"] = self._server_name  # the kubeconfig's tls-server-name
         super().init_poolmanager(*args, **kwargs)
+
+    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+        conn.cert_reqs = "CERT_NONE" if self._insecure else "CERT_REQUIRED"
+        conn.ca_certs = None
+        conn.ca_cert_dir = None
 
 
 class KubeClient:
@@ -77,7 +90,12 @@ class KubeClient:
         self.auth = KubeAuth(access)
         self.session.auth = self.auth
         if self.server.startswith("https://"):
-            self.session.mount("https://", _TlsAdapter(ssl_context(access)))
+            self.session.mount(
+                "https://", _TlsAdapter(ssl_context(access), access.insecure, access.tls_server_name)
+            )
+            if access.insecure:
+                self.session.verify = False  # asked for in the kubeconfig (insecure-skip-tls-verify)
+                urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
 
     def close(self) -> None:
         self.session.close()
