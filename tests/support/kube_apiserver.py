@@ -1,23 +1,22 @@
 """kmock's Kubernetes emulator with the API-server semantics a connector relies on.
 
-kmock (nolar/kmock) keeps objects, parses Kubernetes URLs, serves discovery and ``/version`` and
-renders errors as ``Status``. Its built-in create/patch handling runs in
-``KubernetesEmulator._handle`` *before* any user reaction, merges every list by replacement and
-keeps no resourceVersion, so a reaction can neither refuse a write (409, 415, 403) nor merge
-containers by name. This subclass therefore answers the requests for the kinds in
-``kube_objects.KINDS`` itself (still storing every version in ``kmock.objects``) and leaves every
-other URL to kmock. Everything here runs on the server's event loop thread; the controllers and
-the test reach it through ``KubeApiHost.call``.
+kmock (nolar/kmock) parses Kubernetes URLs, keeps every version of every object, serves discovery
+and ``/version`` and renders errors as ``Status``. Its built-in create/patch handling, though, runs
+in ``KubernetesEmulator._handle`` *before* any user reaction, merges dicts and replaces every
+list, and keeps no resourceVersion: a reaction can neither refuse a write (409, 415, 403, 422) nor
+merge containers by name. So this subclass answers the requests for the kinds of
+``kube_objects.KINDS`` itself (storing the versions in ``kmock.objects`` through KubeStore) and
+leaves every other URL (discovery, /version, unknown paths) to kmock. Everything here runs on the
+server's event-loop thread; the test and the controllers reach it through ``KubeApiHost.call``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import json
-import time
 import warnings
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,15 +27,17 @@ import kmock
 import kube_objects
 import kube_patching
 import kube_selectors
+import kube_validation
+import kube_watch
+from kube_access import AccessPolicy
+from kube_metrics import PodUsage
 from kube_objects import Kind
+from kube_store import WATCH_HISTORY, KubeStore
+from kube_watch import status_body
 
-WATCH_HISTORY = 5000
-"""Events kept for watches resuming from a resourceVersion; older ones answer 410 Gone."""
-WATCH_DEFAULT_TIMEOUT = 1800.0
-"""Seconds a watch without timeoutSeconds stays open (the real server's --min-request-timeout)."""
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 METRICS_GROUP = "metrics.k8s.io"
-FAKE_USER = "system:serviceaccount:default:servo"
+SCALABLE = ("deployment", "replicaset")
 
 
 @dataclass(frozen=True)
@@ -49,15 +50,6 @@ class WriteRecord:
     headers: dict[str, str]
 
 
-def status_body(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A metav1.Status failure as the API server answers it."""
-    body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                            "message": message, "reason": reason, "code": code}
-    if details:
-        body["details"] = details
-    return body
-
-
 def failure(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> aiohttp.web.Response:
     return aiohttp.web.json_response(status_body(code, reason, message, details), status=code)
 
@@ -68,146 +60,97 @@ def header(request: kmock.Request, name: str) -> str:
     return next((value for key, value in request.headers.items() if key.lower() == wanted), "")
 
 
-def _spec_of(obj: dict[str, Any]) -> Any:
-    return obj.get("spec")
+def _details(kind: Kind, name: str) -> dict[str, Any]:
+    return {"name": name, "group": kind.group, "kind": kind.plural}
+
+
+def _same_but_version(current: dict[str, Any], updated: dict[str, Any]) -> bool:
+    """Whether a write changes nothing but what the server itself stamps (then it is a no-op)."""
+    stamped = copy.deepcopy(updated)
+    for field in ("resourceVersion", "generation", "uid", "creationTimestamp"):
+        if field in current["metadata"]:
+            stamped["metadata"][field] = current["metadata"][field]
+        else:
+            stamped["metadata"].pop(field, None)
+    return stamped == current
 
 
 @attrs.define(kw_only=True)
 class EmulatedApiServer(kmock.KubernetesEmulator):
-    """The request handler: object store with resourceVersions, patches, watches, RBAC answers, metrics."""
+    """The request handler; ``store``, ``access``, ``usage`` and ``conflicts`` are its state."""
 
     token: str | None = None
-    revision: int = attrs.field(default=0, init=False)
-    history: deque[tuple[int, Kind, dict[str, Any]]] = attrs.field(
-        factory=lambda: deque(maxlen=WATCH_HISTORY), init=False)
+    watch_history: int = WATCH_HISTORY
+    store: KubeStore = attrs.field(init=False)
+    access: AccessPolicy = attrs.field(factory=AccessPolicy, init=False)
+    usage: PodUsage = attrs.field(factory=PodUsage, init=False)
     writes: list[WriteRecord] = attrs.field(factory=list, init=False)
     conflicts: dict[tuple[str, str, str], int] = attrs.field(factory=dict, init=False)
-    denied: set[tuple[str, str, str]] = attrs.field(factory=set, init=False)
-    usage: dict[tuple[str, str], dict[str, str]] | None = attrs.field(default=None, init=False)
-    on_change: Callable[[], None] | None = attrs.field(default=None, init=False)
-    _changed: asyncio.Event | None = attrs.field(default=None, init=False)
-    _closing: asyncio.Event | None = attrs.field(default=None, init=False)
-    _event_serial: int = attrs.field(default=0, init=False)
+    _closing: asyncio.Event = attrs.field(factory=asyncio.Event, init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
+        self.store = KubeStore(self.objects, self.watch_history)
         with warnings.catch_warnings():  # kmock 0.8 reads its bundled file with a deprecated importlib call
             warnings.simplefilter("ignore", DeprecationWarning)
             self.resources.load_bundled()  # discovery answers as a k3s cluster's do (kinds, verbs, namespaced)
 
-    # ---- the store (loop thread only) -------------------------------------------------------------
-
-    def get_object(self, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
-        key = (kmock.resource(kind.group, kind.version, kind.plural), namespace, name)
-        if key not in self.objects or self.objects[key].deleted:
-            return None
-        return copy.deepcopy(self.objects[key].raw)
-
-    def list_objects(self, kind: Kind, namespace: str | None = None) -> list[dict[str, Any]]:
-        resource = kmock.resource(kind.group, kind.version, kind.plural)
-        return [copy.deepcopy(obj.raw) for (res, ns, _), obj in self.objects.items()
-                if res == resource and not obj.deleted and (namespace is None or ns == namespace)]
-
-    def commit(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
-        """Store a new version: fills identity on create, bumps resourceVersion and, on spec change, generation."""
-        meta = obj.setdefault("metadata", {})
-        obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
-        namespace, name = meta["namespace"], meta["name"]
-        old = self.get_object(kind, namespace, name)
-        self.revision += 1
-        if old is None:
-            meta.setdefault("uid", kube_objects.new_uid())
-            meta.setdefault("creationTimestamp", kube_objects.now())
-            if "spec" in obj:
-                meta["generation"] = 1
-        else:
-            meta["uid"], meta["creationTimestamp"] = old["metadata"]["uid"], old["metadata"]["creationTimestamp"]
-            if "generation" in old["metadata"]:
-                changed = _spec_of(old) != _spec_of(obj)
-                meta["generation"] = old["metadata"]["generation"] + (1 if changed else 0)
-        meta["resourceVersion"] = str(self.revision)
-        key = (kmock.resource(kind.group, kind.version, kind.plural), namespace, name)
-        if key in self.objects:
-            self.objects[key].history.append(copy.deepcopy(obj))
-        else:
-            self.objects[key] = copy.deepcopy(obj)
-        self._publish(kind, {"type": "ADDED" if old is None else "MODIFIED", "object": copy.deepcopy(obj)})
-        return obj
-
-    def remove(self, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
-        obj = self.get_object(kind, namespace, name)
-        if obj is None:
-            return None
-        self.revision += 1
-        obj["metadata"]["resourceVersion"] = str(self.revision)
-        self.objects[kmock.resource(kind.group, kind.version, kind.plural), namespace, name].delete()
-        self._publish(kind, {"type": "DELETED", "object": copy.deepcopy(obj)})
-        return obj
-
-    def record_event(self, involved: dict[str, Any], reason: str, message: str, warning: bool,
-                     component: str) -> None:
-        self._event_serial += 1
-        self.commit(kube_objects.KINDS["event"],
-                    kube_objects.event(involved, reason, message, warning, component, self._event_serial))
-
-    def _publish(self, kind: Kind, event: dict[str, Any]) -> None:
-        self.history.append((self.revision, kind, event))
-        if self._changed is not None:
-            changed, self._changed = self._changed, asyncio.Event()
-            changed.set()
-        if self.on_change is not None:
-            self.on_change()
-
     def open_watches(self) -> None:
-        self._changed, self._closing = asyncio.Event(), asyncio.Event()
+        self._closing = asyncio.Event()
 
     def close_watches(self) -> None:
         """End every open watch stream (the server going away ends them for the clients too)."""
-        if self._closing is not None:
-            self._closing.set()
+        self._closing.set()
 
-    # ---- HTTP -------------------------------------------------------------------------------------
+    # ---- routing ----------------------------------------------------------------------------------
 
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
         if self.token is not None and header(request, "Authorization") != f"Bearer {self.token}":
             return failure(401, "Unauthorized", "Unauthorized")
-        path = request.url.path
         resource = request.resource
-        kind = None if resource is None else kube_objects.KINDS_BY_URL.get(
-            (resource.group, resource.version, resource.plural))
-        if request.method == "POST" and path == SSAR_PATH:
+        if request.method == "POST" and request.url.path == SSAR_PATH:
             return self._review_access(request)
         if resource is not None and resource.group == METRICS_GROUP:
             return self._serve_metrics(request)
+        kind = None if resource is None else kube_objects.KINDS_BY_URL.get(
+            (resource.group, resource.version, resource.plural))
         if kind is None:
             return await super()._handle(request)
         if request.method in ("POST", "PUT", "PATCH", "DELETE"):
-            self.writes.append(WriteRecord(request.method, path, request.data, dict(request.headers)))
-        verb = self._verb(request)
-        if (verb, kind.plural, kind.group) in self.denied:
-            where = f' in the namespace "{request.namespace}"' if request.namespace else " at the cluster scope"
-            named = f' "{request.name}"' if request.name else ""
-            return failure(403, "Forbidden",
-                           f'{kind.qualified}{named} is forbidden: User "{FAKE_USER}" cannot {verb} resource '
-                           f'"{kind.plural}" in API group "{kind.group}"{where}',
-                           {"name": request.name or "", "group": kind.group, "kind": kind.plural})
-        if request.subresource not in (None, "status") or (request.subresource and not kind.has_status):
+            self.writes.append(WriteRecord(request.method, request.url.path, request.data, dict(request.headers)))
+        subresource = request.subresource
+        if subresource not in (None, "status", "scale") or (subresource == "status" and not kind.has_status) or (
+                subresource == "scale" and kind.short not in SCALABLE):
             return failure(404, "NotFound", "the server could not find the requested resource")
+        verb = self._verb(request)
+        rbac_resource = f"{kind.plural}/{subresource}" if subresource else kind.plural
+        if not self.access.allowed(verb, rbac_resource, kind.group):
+            message = self.access.forbidden_message(verb, rbac_resource, kind.group, request.name, request.namespace)
+            return failure(403, "Forbidden", message, _details(kind, request.name or ""))
         try:
-            if verb == "watch":
-                return await self._serve_watch_stream(request, kind)
-            if verb == "list":
-                return self._serve_list_filtered(request, kind)
-            if verb == "get":
-                return self._serve_get(request, kind)
-            if verb in ("patch", "update"):
-                return self._serve_write(request, kind)
-            if verb == "create":
-                return self._serve_create_object(request, kind)
-            if verb == "delete":
-                return self._serve_delete_object(request, kind)
+            return await self._dispatch(request, kind, verb)
         except kube_selectors.SelectorError as exc:
             return failure(400, "BadRequest", f"unable to parse requirement: {exc}")
+
+    async def _dispatch(self, request: kmock.Request, kind: Kind, verb: str) -> aiohttp.web.StreamResponse:
+        if verb == "watch":
+            return await kube_watch.serve_watch(self.store, request._raw_request,  # as kmock's own streaming does
+                                                kind, request.namespace, request.params,
+                                                self._selected(request), self._closing)
+        if verb == "list":
+            return self._serve_list(request, kind)
+        if request.subresource == "scale":
+            return self._serve_scale(request, kind, verb)
+        if verb == "get":
+            obj = self.store.get(kind, request.namespace or "", request.name or "")
+            return aiohttp.web.json_response(obj) if obj else self._not_found(kind, request.name or "")
+        if verb in ("patch", "update"):
+            return self._serve_write(request, kind)
+        if verb == "create":
+            return self._serve_create(request, kind)
+        if verb == "delete":
+            removed = self.store.remove(kind, request.namespace or "", request.name or "")
+            return aiohttp.web.json_response(removed) if removed else self._not_found(kind, request.name or "")
         return failure(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
     @staticmethod
@@ -220,210 +163,55 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
             request.method, request.method.lower())
 
     def _not_found(self, kind: Kind, name: str) -> aiohttp.web.Response:
-        return failure(404, "NotFound", f'{kind.qualified} "{name}" not found',
-                       {"name": name, "group": kind.group, "kind": kind.plural})
+        return failure(404, "NotFound", f'{kind.qualified} "{name}" not found', _details(kind, name))
 
-    def _serve_get(self, request: kmock.Request, kind: Kind) -> aiohttp.web.Response:
-        obj = self.get_object(kind, request.namespace or "", request.name or "")
-        if obj is None:
-            return self._not_found(kind, request.name or "")
-        return aiohttp.web.json_response(obj)
-
-    def _selected(self, request: kmock.Request, kind: Kind) -> Callable[[dict[str, Any]], bool]:
+    def _selected(self, request: kmock.Request) -> Callable[[dict[str, Any]], bool]:
         by_label = kube_selectors.label_matcher(request.params.get("labelSelector"))
         by_field = kube_selectors.field_matcher(request.params.get("fieldSelector"))
-        namespace, name = request.namespace, request.name
+        name = request.name
 
         def selected(obj: dict[str, Any]) -> bool:
-            meta = obj.get("metadata", {})
-            return ((namespace is None or meta.get("namespace") == namespace)
-                    and (name is None or meta.get("name") == name) and by_label(obj) and by_field(obj))
+            return (name is None or obj.get("metadata", {}).get("name") == name) and by_label(obj) and by_field(obj)
 
         return selected
 
-    def _serve_list_filtered(self, request: kmock.Request, kind: Kind) -> aiohttp.web.Response:
-        selected = self._selected(request, kind)
-        items = [obj for obj in self.list_objects(kind, request.namespace) if selected(obj)]
-        return aiohttp.web.json_response({
-            "apiVersion": kind.api_version,
-            "kind": f"{kind.kind}List",
-            "metadata": {"resourceVersion": str(self.revision)},
-            "items": items,
-        })
+    # ---- reads ------------------------------------------------------------------------------------
 
-    async def _serve_watch_stream(self, request: kmock.Request, kind: Kind) -> aiohttp.web.StreamResponse:
-        selected = self._selected(request, kind)
-        timeout = float(request.params.get("timeoutSeconds") or WATCH_DEFAULT_TIMEOUT)
-        deadline = time.monotonic() + timeout
-        since = request.params.get("resourceVersion") or ""
-        response = aiohttp.web.StreamResponse(headers={"Content-Type": "application/json"})
-        await response.prepare(request._raw_request)  # kmock's own streaming does the same
-        if since in ("", "0"):
-            # No resourceVersion: the current state as synthetic ADDED events, then the changes.
-            cursor = self.revision
-            for obj in self.list_objects(kind, request.namespace):
-                if selected(obj):
-                    await response.write(json.dumps({"type": "ADDED", "object": obj}).encode() + b"\n")
-        else:
-            if not since.isdigit():
-                await response.write(json.dumps({"type": "ERROR", "object": status_body(
-                    400, "BadRequest", f'invalid resource version "{since}"')}).encode() + b"\n")
-                return response
-            cursor = int(since)
-            oldest = self.history[0][0] if self.history else self.revision + 1
-            if cursor + 1 < oldest and cursor < self.revision:
-                await response.write(json.dumps({"type": "ERROR", "object": status_body(
-                    410, "Expired", f"too old resource version: {cursor} ({oldest - 1})")}).encode() + b"\n")
-                return response
-        closing = self._closing
-        while closing is not None and not closing.is_set():
-            changed = self._changed
-            for revision, event_kind, event in list(self.history):
-                if revision > cursor and event_kind == kind and selected(event["object"]):
-                    await response.write(json.dumps(event).encode() + b"\n")
-                cursor = max(cursor, revision) if event_kind == kind else cursor
-            cursor = max(cursor, self.revision)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or changed is None:
-                break
-            waiters = {asyncio.ensure_future(changed.wait()), asyncio.ensure_future(closing.wait())}
-            _, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            for waiter in pending:
-                waiter.cancel()
-        await response.write_eof()
-        return response
-
-    def _write_denied(self, kind: Kind, namespace: str, name: str, current: dict[str, Any],
-                      body: Any) -> aiohttp.web.Response | None:
-        key = (kind.short, namespace, name)
-        conflict = failure(409, "Conflict",
-                           f'Operation cannot be fulfilled on {kind.qualified} "{name}": the object has been '
-                           f"modified; please apply your changes to the latest version and try again",
-                           {"name": name, "group": kind.group, "kind": kind.plural})
-        if self.conflicts.get(key, 0) > 0:
-            self.conflicts[key] -= 1
-            return conflict
-        wanted = body.get("metadata", {}).get("resourceVersion") if isinstance(body, dict) else None
-        if wanted and wanted != current["metadata"]["resourceVersion"]:
-            return conflict
-        return None
-
-    def _serve_write(self, request: kmock.Request, kind: Kind) -> aiohttp.web.Response:
-        namespace, name = request.namespace or "", request.name or ""
-        current = self.get_object(kind, namespace, name)
-        if current is None:
-            return self._not_found(kind, name)
-        try:
-            body = json.loads(request.body or b"null")
-        except ValueError as exc:
-            return failure(400, "BadRequest", f"the body of the request is not valid JSON: {exc}")
-        if request.method == "PATCH":
-            content_type = header(request, "Content-Type")
+    def _serve_list(self, request: kmock.Request, kind: Kind) -> aiohttp.web.Response:
+        selected = self._selected(request)
+        items = [obj for obj in self.store.list(kind, request.namespace) if selected(obj)]
+        items.sort(key=lambda obj: (obj["metadata"]["namespace"], obj["metadata"]["name"]))
+        metadata: dict[str, Any] = {"resourceVersion": str(self.store.revision)}
+        start = 0
+        if request.params.get("continue"):
             try:
-                updated = kube_patching.apply_patch(content_type, current, body)
-            except kube_patching.PatchError as exc:
-                return failure(422, "Invalid", f'{kind.kind}.{kind.group or "core"} "{name}" is invalid: {exc}')
-            except ValueError:
-                return failure(415, "UnsupportedMediaType",
-                               "the body of the request was in an unknown format - accepted media types include: "
-                               + ", ".join(kube_patching.ACCEPTED_PATCH_TYPES))
+                start = int(json.loads(base64.urlsafe_b64decode(request.params["continue"]))["start"])
+            except (ValueError, KeyError, TypeError):
+                return failure(400, "BadRequest", "continue key is not valid: illegal base64 data")
+        limit = int(request.params.get("limit") or 0)
+        if limit > 0 and start + limit < len(items):
+            token = json.dumps({"start": start + limit, "rv": self.store.revision}).encode()
+            metadata["continue"] = base64.urlsafe_b64encode(token).decode()
+            metadata["remainingItemCount"] = len(items) - start - limit
+            items = items[start:start + limit]
         else:
-            if not isinstance(body, dict):
-                return failure(400, "BadRequest", "the body of an update must be an object")
-            updated = copy.deepcopy(body)
-            updated.setdefault("metadata", {}).setdefault("resourceVersion", "")
-        refusal = self._write_denied(kind, namespace, name, current, body if request.method == "PATCH" else {
-            "metadata": {"resourceVersion": updated["metadata"].get("resourceVersion")}})
-        if refusal is not None:
-            return refusal
-        updated = self._confine_to_subresource(kind, request.subresource, current, updated)
-        if updated["metadata"].get("name") not in (None, name):
-            return failure(400, "BadRequest", f'the name of the object ({updated["metadata"]["name"]}) does not '
-                                              f"match the name on the URL ({name})")
-        updated["metadata"]["name"], updated["metadata"]["namespace"] = name, namespace
-        if request.params.get("dryRun") == "All":
-            return aiohttp.web.json_response(updated)
-        if _same_but_version(current, updated):
-            return aiohttp.web.json_response(current)  # a no-op write keeps the resourceVersion, as the real one
-        return aiohttp.web.json_response(self.commit(kind, updated))
-
-    @staticmethod
-    def _confine_to_subresource(kind: Kind, subresource: str | None, current: dict[str, Any],
-                                updated: dict[str, Any]) -> dict[str, Any]:
-        """With a status subresource, the main resource ignores status changes and /status only takes status."""
-        if not kind.has_status:
-            return updated
-        if subresource == "status":
-            confined = copy.deepcopy(current)
-            confined["status"] = updated.get("status", {})
-            return confined
-        updated["status"] = copy.deepcopy(current.get("status", {}))
-        return updated
-
-    def _serve_create_object(self, request: kmock.Request, kind: Kind) -> aiohttp.web.Response:
-        body = request.data if isinstance(request.data, dict) else None
-        if body is None:
-            return failure(400, "BadRequest", "the body of a create must be an object")
-        obj = copy.deepcopy(body)
-        meta = obj.setdefault("metadata", {})
-        meta["namespace"] = request.namespace or meta.get("namespace") or "default"
-        if not meta.get("name"):
-            return failure(422, "Invalid", f"{kind.kind} is invalid: metadata.name: Required value")
-        if self.get_object(kind, meta["namespace"], meta["name"]) is not None:
-            return failure(409, "AlreadyExists", f'{kind.qualified} "{meta["name"]}" already exists',
-                           {"name": meta["name"], "group": kind.group, "kind": kind.plural})
-        if request.params.get("dryRun") == "All":
-            return aiohttp.web.json_response(obj, status=201)
-        return aiohttp.web.json_response(self.commit(kind, obj), status=201)
-
-    def _serve_delete_object(self, request: kmock.Request, kind: Kind) -> aiohttp.web.Response:
-        removed = self.remove(kind, request.namespace or "", request.name or "")
-        if removed is None:
-            return self._not_found(kind, request.name or "")
-        return aiohttp.web.json_response(removed)
-
-    def _review_access(self, request: kmock.Request) -> aiohttp.web.Response:
-        review = request.data if isinstance(request.data, dict) else {}
-        attributes = (review.get("spec") or {}).get("resourceAttributes")
-        if not isinstance(attributes, dict):
-            return failure(422, "Invalid", "SelfSubjectAccessReview.authorization.k8s.io is invalid: spec: "
-                                           "Invalid value: resourceAttributes or nonResourceAttributes is required")
-        key = (attributes.get("verb", ""), attributes.get("resource", ""), attributes.get("group", ""))
-        allowed = key not in self.denied
-        answer = copy.deepcopy(review)
-        answer.update({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview"})
-        answer.setdefault("metadata", {})["creationTimestamp"] = None
-        answer["status"] = {"allowed": allowed}
-        if allowed:
-            answer["status"]["reason"] = 'RBAC: allowed by RoleBinding "servo/default" of Role "servo" to ' \
-                                         'ServiceAccount "servo/default"'
-        return aiohttp.web.json_response(answer, status=201)
+            items = items[start:]
+        return aiohttp.web.json_response({"apiVersion": kind.api_version, "kind": f"{kind.kind}List",
+                                          "metadata": metadata, "items": items})
 
     def _serve_metrics(self, request: kmock.Request) -> aiohttp.web.Response:
-        if self.usage is None or request.resource is None or request.resource.version != "v1beta1":
-            return failure(404, "NotFound", "the server could not find the requested resource")
-        if request.resource.plural != "pods":
-            return failure(404, "NotFound", "the server could not find the requested resource")
-        if ("get" if request.name else "list", "pods", METRICS_GROUP) in self.denied:
-            return failure(403, "Forbidden", f'pods.metrics.k8s.io is forbidden: User "{FAKE_USER}" cannot '
-                                             f'list resource "pods" in API group "metrics.k8s.io"')
-        selected = self._selected(request, kube_objects.KINDS["pod"])
-        items = []
-        for pod in self.list_objects(kube_objects.KINDS["pod"], request.namespace):
-            usage = self._usage_of(pod)
-            if usage is None or not selected(pod) or pod["status"].get("phase") != "Running":
-                continue
-            containers = [container["name"] for container in pod["spec"].get("containers", [])]
-            items.append({
-                "kind": "PodMetrics",
-                "apiVersion": "metrics.k8s.io/v1beta1",
-                "metadata": {"name": pod["metadata"]["name"], "namespace": pod["metadata"]["namespace"],
-                             "creationTimestamp": kube_objects.now(), "labels": pod["metadata"].get("labels", {})},
-                "timestamp": kube_objects.now(),
-                "window": "30s",
-                "containers": [{"name": name, "usage": usage if index == 0 else {"cpu": "0", "memory": "0"}}
-                               for index, name in enumerate(containers)],
-            })
+        resource = request.resource
+        absent = failure(404, "NotFound", "the server could not find the requested resource")
+        if not self.usage.installed or resource is None or (resource.version, resource.plural) != ("v1beta1", "pods"):
+            return absent
+        verb = "get" if request.name else "list"
+        if not self.access.allowed(verb, "pods", METRICS_GROUP):
+            return failure(403, "Forbidden", self.access.forbidden_message(verb, "pods", METRICS_GROUP, request.name,
+                                                                           request.namespace))
+        try:
+            items = self.usage.pod_metrics(self.store, request.namespace, self._selected(request))
+        except kube_selectors.SelectorError as exc:
+            return failure(400, "BadRequest", f"unable to parse requirement: {exc}")
         if request.name:
             if not items:
                 return failure(404, "NotFound", f'podmetrics.metrics.k8s.io "{request.name}" not found')
@@ -431,26 +219,165 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
         return aiohttp.web.json_response({"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1",
                                           "metadata": {}, "items": items})
 
-    def _usage_of(self, pod: dict[str, Any]) -> dict[str, str] | None:
-        assert self.usage is not None
-        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-        if (namespace, name) in self.usage:
-            return self.usage[namespace, name]
-        for owner in pod["metadata"].get("ownerReferences", []):
-            rs = self.get_object(kube_objects.KINDS["replicaset"], namespace, owner["name"])
-            for rs_owner in (rs or {}).get("metadata", {}).get("ownerReferences", []):
-                if (namespace, rs_owner["name"]) in self.usage:
-                    return self.usage[namespace, rs_owner["name"]]
+    def _review_access(self, request: kmock.Request) -> aiohttp.web.Response:
+        answer = self.access.review(request.data if isinstance(request.data, dict) else {})
+        if answer is None:
+            return failure(422, "Invalid", "SelfSubjectAccessReview.authorization.k8s.io is invalid: spec: "
+                                           "Invalid value: resourceAttributes or nonResourceAttributes is required")
+        return aiohttp.web.json_response(answer, status=201)
+
+    # ---- writes -----------------------------------------------------------------------------------
+
+    def _body(self, request: kmock.Request) -> tuple[Any, aiohttp.web.Response | None]:
+        try:
+            return json.loads(request.body or b"null"), None
+        except ValueError as exc:
+            return None, failure(400, "BadRequest", f"the body of the request is not valid JSON: {exc}")
+
+    def _patched(self, request: kmock.Request, kind: Kind, current: dict[str, Any],
+                 body: Any) -> tuple[dict[str, Any] | None, aiohttp.web.Response | None]:
+        """The object after the request's PATCH or PUT body, or the refusal."""
+        name = current["metadata"]["name"]
+        if request.method == "PUT":
+            if not isinstance(body, dict):
+                return None, failure(400, "BadRequest", "the body of an update must be an object")
+            return copy.deepcopy(body), None
+        content_type = header(request, "Content-Type").split(";", 1)[0].strip().lower()
+        if content_type == kube_patching.APPLY_PATCH:
+            return None, failure(415, "UnsupportedMediaType",
+                                 "server-side apply (application/apply-patch+yaml) is not emulated: field ownership "
+                                 "and its conflicts would be silently wrong; use a strategic merge patch")
+        try:
+            return kube_patching.apply_patch(content_type, current, body), None
+        except kube_patching.PatchError as exc:
+            return None, failure(422, "Invalid", f'{kind.kind} "{name}" is invalid: {exc}', _details(kind, name))
+        except ValueError:
+            return None, failure(415, "UnsupportedMediaType",
+                                 "the body of the request was in an unknown format - accepted media types include: "
+                                 + ", ".join(kube_patching.ACCEPTED_PATCH_TYPES))
+
+    def _conflict(self, kind: Kind, namespace: str, name: str, current: dict[str, Any],
+                  wanted_version: str | None) -> aiohttp.web.Response | None:
+        refusal = failure(409, "Conflict",
+                          f'Operation cannot be fulfilled on {kind.qualified} "{name}": the object has been '
+                          f"modified; please apply your changes to the latest version and try again",
+                          _details(kind, name))
+        key = (kind.short, namespace, name)
+        if self.conflicts.get(key, 0) > 0:
+            self.conflicts[key] -= 1
+            return refusal
+        if wanted_version and wanted_version != current["metadata"]["resourceVersion"]:
+            return refusal
         return None
 
+    def _invalid(self, kind: Kind, obj: dict[str, Any], old: dict[str, Any] | None) -> aiohttp.web.Response | None:
+        problems = kube_validation.normalize_and_validate(kind, obj, old)
+        if not problems:
+            return None
+        name = obj["metadata"].get("name", "")
+        message = kube_validation.message(kind, name, problems)
+        if any(problem.bad_request for problem in problems):
+            return failure(400, "BadRequest", message)
+        details = _details(kind, name) | {"kind": kind.kind, "causes": [
+            {"reason": "FieldValueInvalid", "message": problem.message, "field": problem.field}
+            for problem in problems]}
+        return failure(422, "Invalid", message, details)
 
-def _same_but_version(current: dict[str, Any], updated: dict[str, Any]) -> bool:
-    strip = copy.deepcopy(updated)
-    strip["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-    strip["metadata"]["generation"] = current["metadata"].get("generation")
-    if "generation" not in current["metadata"]:
-        strip["metadata"].pop("generation")
-    for field in ("uid", "creationTimestamp"):
-        if field in current["metadata"]:
-            strip["metadata"][field] = current["metadata"][field]
-    return strip == current
+    def _serve_write(self, request: kmock.Request, kind: Kind) -> aiohttp.web.Response:
+        namespace, name = request.namespace or "", request.name or ""
+        current = self.store.get(kind, namespace, name)
+        if current is None:
+            return self._not_found(kind, name)
+        body, refusal = self._body(request)
+        if refusal is not None:
+            return refusal
+        updated, refusal = self._patched(request, kind, current, body)
+        if refusal is not None or updated is None:
+            return refusal or failure(500, "InternalError", "no object")
+        if not isinstance(updated.get("metadata"), dict):
+            updated["metadata"] = {}
+        wanted = (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
+        refusal = self._conflict(kind, namespace, name, current, wanted)
+        if refusal is not None:
+            return refusal
+        if updated["metadata"].get("name") not in (None, name):
+            return failure(400, "BadRequest", f'the name of the object ({updated["metadata"]["name"]}) does not '
+                                              f"match the name on the URL ({name})")
+        updated["metadata"]["name"], updated["metadata"]["namespace"] = name, namespace
+        if kind.has_status:
+            # With a status subresource, writes to the object ignore status and /status takes only status.
+            if request.subresource == "status":
+                updated = dict(current, status=updated.get("status", {}))
+            else:
+                updated["status"] = copy.deepcopy(current.get("status", {}))
+        refusal = self._invalid(kind, updated, current)
+        if refusal is not None:
+            return refusal
+        if request.params.get("dryRun") == "All":
+            return aiohttp.web.json_response(updated)
+        if _same_but_version(current, updated):
+            return aiohttp.web.json_response(current)  # a no-op keeps the resourceVersion, as the real one
+        return aiohttp.web.json_response(self.store.commit(kind, updated))
+
+    def _serve_scale(self, request: kmock.Request, kind: Kind, verb: str) -> aiohttp.web.Response:
+        """The autoscaling/v1 Scale subresource: spec.replicas of the object, and its selector."""
+        namespace, name = request.namespace or "", request.name or ""
+        current = self.store.get(kind, namespace, name)
+        if current is None:
+            return self._not_found(kind, name)
+        scale = _scale_of(current)
+        if verb == "get":
+            return aiohttp.web.json_response(scale)
+        if verb not in ("patch", "update"):
+            return failure(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        body, refusal = self._body(request)
+        if refusal is not None:
+            return refusal
+        updated_scale, refusal = self._patched(request, kind, scale, body)
+        if refusal is not None or updated_scale is None:
+            return refusal or failure(500, "InternalError", "no object")
+        wanted = (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
+        refusal = self._conflict(kind, namespace, name, current, wanted)
+        if refusal is not None:
+            return refusal
+        updated = copy.deepcopy(current)
+        updated["spec"]["replicas"] = (updated_scale.get("spec") or {}).get("replicas", 0)
+        refusal = self._invalid(kind, updated, current)
+        if refusal is not None:
+            return refusal
+        if request.params.get("dryRun") != "All" and not _same_but_version(current, updated):
+            updated = self.store.commit(kind, updated)
+        return aiohttp.web.json_response(_scale_of(updated))
+
+    def _serve_create(self, request: kmock.Request, kind: Kind) -> aiohttp.web.Response:
+        body, refusal = self._body(request)
+        if refusal is not None:
+            return refusal
+        if not isinstance(body, dict):
+            return failure(400, "BadRequest", "the body of a create must be an object")
+        meta = body.setdefault("metadata", {})
+        meta["namespace"] = request.namespace or meta.get("namespace") or "default"
+        if not meta.get("name"):
+            return failure(422, "Invalid", f"{kind.kind} is invalid: metadata.name: Required value")
+        if self.store.get(kind, meta["namespace"], meta["name"]) is not None:
+            return failure(409, "AlreadyExists", f'{kind.qualified} "{meta["name"]}" already exists',
+                           _details(kind, meta["name"]))
+        refusal = self._invalid(kind, body, None)
+        if refusal is not None:
+            return refusal
+        if request.params.get("dryRun") == "All":
+            return aiohttp.web.json_response(body, status=201)
+        return aiohttp.web.json_response(self.store.commit(kind, body), status=201)
+
+
+def _scale_of(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    labels = (obj["spec"].get("selector") or {}).get("matchLabels") or {}
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {key: meta[key] for key in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")},
+        "spec": {"replicas": obj["spec"].get("replicas", 1)},
+        "status": {"replicas": obj.get("status", {}).get("replicas", 0),
+                   "selector": ",".join(f"{key}={value}" for key, value in sorted(labels.items()))},
+    }

@@ -24,11 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import kube_objects
+import kube_validation
 import yaml
 from kube_apihost import KubeApiHost
 from kube_apiserver import EmulatedApiServer
 from kube_controllers import Controllers, ControllerThread
 from kube_pod_states import FailureMode
+from kube_store import WATCH_HISTORY
 
 __all__ = ["KubeCluster", "FailureMode"]
 
@@ -41,18 +43,21 @@ CONTROLLER_STOP_TIMEOUT = 10.0
 class KubeCluster:
     """One emulated cluster; see the module docstring and KUBE_CONTRACT.md."""
 
-    def __init__(self, directory: Path) -> None:
-        self._server = EmulatedApiServer(token=TOKEN)
+    def __init__(self, directory: Path, watch_history: int = WATCH_HISTORY) -> None:
+        self._server = EmulatedApiServer(token=TOKEN, watch_history=watch_history)
         self._host = KubeApiHost(self._server)
-        self._controllers = Controllers(self._server)
+        self._controllers = Controllers(self._server.store, self._server.usage)
         self._thread: ControllerThread | None = None
         self._controller_errors: list[BaseException] = []
         self.kubeconfig = Path(directory) / "kubeconfig"
 
     @classmethod
-    def start(cls, directory: Path) -> KubeCluster:
-        """Start the API server on a free loopback port and write the kubeconfig into ``directory``."""
-        cluster = cls(directory)
+    def start(cls, directory: Path, watch_history: int = WATCH_HISTORY) -> KubeCluster:
+        """Start the API server on a free loopback port and write the kubeconfig into ``directory``.
+
+        ``watch_history``: how many changes a watch can resume across before it gets 410 Gone.
+        """
+        cluster = cls(directory, watch_history)
         cluster._host.start()
         cluster._write_kubeconfig()
         return cluster
@@ -85,10 +90,12 @@ class KubeCluster:
         containers = containers or [{"name": "main", "image": "nginx:1.25"}]
         deployment = kube_objects.deployment(name, namespace, containers, replicas, labels)
 
+        self._check(kube_objects.KINDS["deployment"], deployment)
+
         def create() -> dict[str, Any]:
-            self._server.commit(kube_objects.KINDS["deployment"], deployment)
+            self._server.store.commit(kube_objects.KINDS["deployment"], deployment)
             self._controllers.settle(namespace, name)
-            stored = self._server.get_object(kube_objects.KINDS["deployment"], namespace, name)
+            stored = self._server.store.get(kube_objects.KINDS["deployment"], namespace, name)
             assert stored is not None
             return stored
 
@@ -99,18 +106,26 @@ class KubeCluster:
         """An autoscaling/v2 HPA on ``target_deployment``; the HPA controller then owns its spec.replicas."""
         hpa = kube_objects.hpa(name, namespace, target_deployment, min_replicas, max_replicas,
                                target_cpu_utilization)
-        return self._host.call(self._server.commit, kube_objects.KINDS["hpa"], hpa)
+        self._check(kube_objects.KINDS["hpa"], hpa)
+        return self._host.call(self._server.store.commit, kube_objects.KINDS["hpa"], hpa)
+
+    @staticmethod
+    def _check(kind: kube_objects.Kind, obj: dict[str, Any]) -> None:
+        """The API server's validation (and quantity canonicalization) of an object a test adds."""
+        problems = kube_validation.normalize_and_validate(kind, obj, None)
+        if problems:
+            raise ValueError(kube_validation.message(kind, obj["metadata"]["name"], problems))
 
     def get(self, kind: str, name: str, namespace: str = "default") -> dict[str, Any]:
         """The stored object (a copy); KeyError if there is none. kind: deployment, hpa, replicaset, pod, event."""
-        obj = self._host.call(self._server.get_object, kube_objects.KINDS[kind], namespace, name)
+        obj = self._host.call(self._server.store.get, kube_objects.KINDS[kind], namespace, name)
         if obj is None:
             raise KeyError(f"no {kind} {namespace}/{name} in the emulated cluster")
         return obj
 
     def list(self, kind: str, namespace: str = "default") -> list[dict[str, Any]]:
         """All stored objects of a kind in a namespace (copies)."""
-        return self._host.call(self._server.list_objects, kube_objects.KINDS[kind], namespace)
+        return self._host.call(self._server.store.list, kube_objects.KINDS[kind], namespace)
 
     def pods(self, deployment: str, namespace: str = "default") -> list[dict[str, Any]]:
         """The pods of a Deployment's ReplicaSets."""
@@ -137,7 +152,7 @@ class KubeCluster:
         if self._thread is None:
             self._thread = ControllerThread(self._controllers, self._controller_pass)
             self._controller_errors = self._thread.errors
-            self._server.on_change = self._thread.wake
+            self._server.store.on_change = self._thread.wake
             self._thread.start()
         self._thread.wake()
 
@@ -176,10 +191,20 @@ class KubeCluster:
 
     def deny(self, verb: str, resource: str, group: str = "") -> None:
         """RBAC refuses ``verb`` on ``resource`` (plural) of ``group``: SSAR says allowed=false, requests get 403."""
-        self._host.call(self._server.denied.add, (verb, resource, group))
+        self._host.call(self._server.access.denied.add, (verb, resource, group))
 
     def allow(self, verb: str, resource: str, group: str = "") -> None:
-        self._host.call(self._server.denied.discard, (verb, resource, group))
+        """Undo a ``deny``."""
+        self._host.call(self._server.access.denied.discard, (verb, resource, group))
+
+    def restrict_to_role(self, role: dict[str, Any] | Path | None) -> None:
+        """Allow exactly a Role's rules (a manifest dict or YAML file, e.g. deploy/kubernetes/role.yaml).
+
+        Requests outside it answer 403 and SelfSubjectAccessReviews say allowed=false; ``deny`` still
+        removes more. None goes back to allowing everything.
+        """
+        rules = yaml.safe_load(Path(role).read_text()) if isinstance(role, Path) else role
+        self._host.call(self._server.access.restrict_to, rules)
 
     def down(self) -> None:
         """Close the API server's socket: connection refused, open watches end; the state is kept."""
@@ -195,12 +220,7 @@ class KubeCluster:
                     namespace: str = "default") -> None:
         """metrics.k8s.io usage for a pod or every pod of a Deployment; until called, the API is absent (404)."""
 
-        def store() -> None:
-            usage = self._server.usage if self._server.usage is not None else {}
-            usage[namespace, pod_or_deployment] = {"cpu": cpu, "memory": memory}
-            self._server.usage = usage
-
-        self._host.call(store)
+        self._host.call(self._server.usage.set, namespace, pod_or_deployment, cpu, memory)
         if self._thread is not None:
             self._thread.wake()
 

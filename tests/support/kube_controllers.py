@@ -22,9 +22,11 @@ from typing import Any
 
 import kube_objects
 import kube_pod_states
-from kube_apiserver import EmulatedApiServer
+import kube_quantity
+from kube_metrics import PodUsage
 from kube_objects import KINDS, REVISION_ANNOTATION
 from kube_pod_states import FailureMode, PodState
+from kube_store import KubeStore
 
 DEPLOYMENT, REPLICASET, POD, HPA = KINDS["deployment"], KINDS["replicaset"], KINDS["pod"], KINDS["hpa"]
 MAX_TICK = 0.25
@@ -36,6 +38,8 @@ PROGRESS_DEADLINE_PERIODS = 2
 """PROGRESS_DEADLINE: the rollout times out after this many rollout periods without progress."""
 HPA_TOLERANCE = 0.1
 """The HPA controller's default --horizontal-pod-autoscaler-tolerance."""
+DEFAULT_PROGRESS_DEADLINE = 600
+"""spec.progressDeadlineSeconds when a Deployment has none (the API default)."""
 SEEDED = -1e9
 """Creation time of seeded pods: long ago, so they are settled."""
 
@@ -83,14 +87,18 @@ class _Memory:
     rollout_started: dict[str, float] = field(default_factory=dict)  # deployment uid -> time
     stuck: dict[str, int] = field(default_factory=dict)  # deployment uid -> generation left alone
     hpa_desired: dict[str, int] = field(default_factory=dict)  # hpa uid -> desired replicas
+    paused: dict[str, bool] = field(default_factory=dict)  # deployment uid -> seen paused
+    counts: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # deployment uid -> last counts
+    progressed: dict[str, float] = field(default_factory=dict)  # deployment uid -> when counts last moved
     serial: int = 0
 
 
 class Controllers:
     """Deployment + ReplicaSet + HPA controllers over an EmulatedApiServer's store."""
 
-    def __init__(self, server: EmulatedApiServer) -> None:
-        self.server = server
+    def __init__(self, store: KubeStore, usage: PodUsage) -> None:
+        self.store = store
+        self.usage = usage
         self.mode = FailureMode.HEALTHY
         self.rollout_seconds = 0.2
         self.only: tuple[str, ...] | None = None
@@ -102,10 +110,10 @@ class Controllers:
 
     def reconcile(self, now: float) -> None:
         self.due = False
-        for deployment in self.server.list_objects(DEPLOYMENT):
+        for deployment in self.store.list(DEPLOYMENT):
             if self.only is None or deployment["metadata"]["name"] in self.only:
                 self._sync_deployment(deployment, now, instant=False)
-        for hpa in self.server.list_objects(HPA):
+        for hpa in self.store.list(HPA):
             self._sync_hpa(hpa, now)
         self._collect_orphans()
 
@@ -114,7 +122,7 @@ class Controllers:
         self._instant = True
         try:
             for _ in range(SETTLE_PASSES):
-                deployment = self.server.get_object(DEPLOYMENT, namespace, name)
+                deployment = self.store.get(DEPLOYMENT, namespace, name)
                 assert deployment is not None
                 if not self._sync_deployment(deployment, time.monotonic(), instant=True):
                     return
@@ -135,13 +143,17 @@ class Controllers:
             self.memory.stuck[uid] = generation
             return False
         wrote = False
-        owned = [rs for rs in self.server.list_objects(REPLICASET, namespace) if _owned_by(rs, deployment)]
+        owned = [rs for rs in self.store.list(REPLICASET, namespace) if _owned_by(rs, deployment)]
         pod_hash = kube_objects.template_hash(deployment["spec"]["template"])
         newest = max((_revision(rs) for rs in owned), default=0)
         new = next((rs for rs in owned if rs["metadata"]["labels"].get("pod-template-hash") == pod_hash), None)
         progress: tuple[str, str] | None = None
+        if deployment["spec"].get("paused") and not instant:
+            return self._sync_paused(deployment, owned, new, now)
+        if self.memory.paused.pop(uid, False):
+            progress = ("DeploymentResumed", "Deployment is resumed")
         if new is None:
-            new = self.server.commit(REPLICASET, kube_objects.replicaset(deployment, pod_hash, newest + 1))
+            new = self.store.commit(REPLICASET, kube_objects.replicaset(deployment, pod_hash, newest + 1))
             self.memory.modes[new["metadata"]["uid"]] = FailureMode.HEALTHY if instant else self.mode
             self.memory.rollout_started[uid] = now
             owned.append(new)
@@ -149,24 +161,43 @@ class Controllers:
             wrote = True
         elif _revision(new) < newest:
             new["metadata"]["annotations"][REVISION_ANNOTATION] = str(newest + 1)
-            new = self.server.commit(REPLICASET, new)
+            new = self.store.commit(REPLICASET, new)
             self.memory.rollout_started[uid] = now
             progress = ("FoundNewReplicaSet", f'Found new replica set "{new["metadata"]["name"]}"')
             wrote = True
         if meta.get("annotations", {}).get(REVISION_ANNOTATION) != str(_revision(new)):
             meta.setdefault("annotations", {})[REVISION_ANNOTATION] = str(_revision(new))
-            deployment = self.server.commit(DEPLOYMENT, deployment)
+            deployment = self.store.commit(DEPLOYMENT, deployment)
             wrote = True
         old = sorted((rs for rs in owned if rs["metadata"]["uid"] != new["metadata"]["uid"]), key=_revision)
         wrote |= self._scale(deployment, new, old)
         pods: dict[str, list[dict[str, Any]]] = {}
         for rs in [new, *old]:
-            rs = self.server.get_object(REPLICASET, namespace, rs["metadata"]["name"]) or rs
+            rs = self.store.get(REPLICASET, namespace, rs["metadata"]["name"]) or rs
             rs_pods, changed = self._sync_replicaset(rs, now)
             pods[rs["metadata"]["uid"]] = rs_pods
             wrote |= changed
         wrote |= self._write_deployment_status(deployment, new, old, pods, progress, now)
         return wrote
+
+    def _sync_paused(self, deployment: dict[str, Any], owned: list[dict[str, Any]], new: dict[str, Any] | None,
+                     now: float) -> bool:
+        """A paused Deployment: no rollout of a changed template, its ReplicaSets and pods kept as they are."""
+        self.memory.paused[deployment["metadata"]["uid"]] = True
+        if not owned:
+            return False
+        current = new or max(owned, key=_revision)
+        pods: dict[str, list[dict[str, Any]]] = {}
+        wrote = False
+        for rs in owned:
+            rs_pods, changed = self._sync_replicaset(rs, now)
+            pods[rs["metadata"]["uid"]] = rs_pods
+            wrote |= changed
+        if new is None:
+            pods[""] = []  # nothing runs the new template yet: updatedReplicas 0
+            current = dict(current, metadata=dict(current["metadata"], uid=""))
+        old = [rs for rs in owned if rs["metadata"]["uid"] != current["metadata"]["uid"]]
+        return self._write_deployment_status(deployment, current, old, pods, ("DeploymentPaused", ""), now) or wrote
 
     def _scale(self, deployment: dict[str, Any], new: dict[str, Any], old: list[dict[str, Any]]) -> bool:
         replicas = deployment["spec"].get("replicas", 1)
@@ -199,18 +230,18 @@ class Controllers:
                 message += f" from {rs['spec']['replicas']}"
             rs["spec"]["replicas"] = target
             rs["metadata"]["annotations"]["deployment.kubernetes.io/desired-replicas"] = str(replicas)
-            self.server.commit(REPLICASET, rs)
-            self.server.record_event(deployment, "ScalingReplicaSet", message, False, "deployment-controller")
+            self.store.commit(REPLICASET, rs)
+            self.store.record_event(deployment, "ScalingReplicaSet", message, False, "deployment-controller")
             wrote = True
         return wrote
 
     def _pods_of(self, rs: dict[str, Any]) -> list[dict[str, Any]]:
-        return [pod for pod in self.server.list_objects(POD, rs["metadata"]["namespace"]) if _owned_by(pod, rs)]
+        return [pod for pod in self.store.list(POD, rs["metadata"]["namespace"]) if _owned_by(pod, rs)]
 
     def _write_deployment_status(self, deployment: dict[str, Any], new: dict[str, Any], old: list[dict[str, Any]],
                                  pods: dict[str, list[dict[str, Any]]], progress: tuple[str, str] | None,
                                  now: float) -> bool:
-        deployment = self.server.get_object(DEPLOYMENT, deployment["metadata"]["namespace"],
+        deployment = self.store.get(DEPLOYMENT, deployment["metadata"]["namespace"],
                                             deployment["metadata"]["name"]) or deployment
         replicas = deployment["spec"].get("replicas", 1)
         _, unavailable = rolling_limits(deployment, replicas)
@@ -226,11 +257,22 @@ class Controllers:
         started = self.memory.rollout_started.get(deployment["metadata"]["uid"], now)
         timed_out = (mode is FailureMode.PROGRESS_DEADLINE and not complete
                      and now - started >= PROGRESS_DEADLINE_PERIODS * self.rollout_seconds)
+        uid = deployment["metadata"]["uid"]
+        counts = (updated, ready, len(every))
+        if progress is not None or self.memory.counts.get(uid) != counts:
+            self.memory.counts[uid], self.memory.progressed[uid] = counts, now
+        deadline = deployment["spec"].get("progressDeadlineSeconds", DEFAULT_PROGRESS_DEADLINE)
+        timed_out = timed_out or (not complete and now - self.memory.progressed.get(uid, now) >= deadline)
         old_progress = previous.get("Progressing")
-        if complete:
+        progressing: tuple[bool | None, str, str]
+        if progress is not None and progress[0] == "DeploymentPaused":
+            progressing = (None, "DeploymentPaused", "Deployment is paused")
+        elif complete:
             progressing = (True, "NewReplicaSetAvailable", f'ReplicaSet "{new_name}" has successfully progressed.')
         elif timed_out or (old_progress and old_progress.get("reason") == "ProgressDeadlineExceeded" and not progress):
             progressing = (False, "ProgressDeadlineExceeded", f'ReplicaSet "{new_name}" has timed out progressing.')
+        elif progress is not None and progress[0] == "DeploymentResumed":
+            progressing = (None, *progress)
         elif progress is not None:
             progressing = (True, *progress)
         elif old_progress and old_progress.get("reason") in ("NewReplicaSetCreated", "FoundNewReplicaSet") and \
@@ -248,7 +290,7 @@ class Controllers:
                                    previous.get("Progressing")),
         ]
         failed = next((cond for rs in [new, *old] for cond in
-                       (self.server.get_object(REPLICASET, rs["metadata"]["namespace"], rs["metadata"]["name"])
+                       (self.store.get(REPLICASET, rs["metadata"]["namespace"], rs["metadata"]["name"])
                         or rs).get("status", {}).get("conditions", []) if cond["type"] == "ReplicaFailure"), None)
         if failed is not None:
             conditions.append(kube_objects.condition("ReplicaFailure", True, failed.get("reason"),
@@ -271,7 +313,7 @@ class Controllers:
         if status == deployment.get("status"):
             return False
         deployment["status"] = status
-        self.server.commit(DEPLOYMENT, deployment)
+        self.store.commit(DEPLOYMENT, deployment)
         return True
 
     # ---- ReplicaSet and pods ----------------------------------------------------------------------
@@ -285,8 +327,8 @@ class Controllers:
         while len(pods) > wanted:
             victim = min(pods, key=lambda pod: (_ready(pod), -self.memory.born.get(pod["metadata"]["uid"], 0)))
             pods.remove(victim)
-            self.server.remove(POD, victim["metadata"]["namespace"], victim["metadata"]["name"])
-            self.server.record_event(rs, "SuccessfulDelete", f"Deleted pod: {victim['metadata']['name']}", False,
+            self.store.remove(POD, victim["metadata"]["namespace"], victim["metadata"]["name"])
+            self.store.record_event(rs, "SuccessfulDelete", f"Deleted pod: {victim['metadata']['name']}", False,
                                      "replicaset-controller")
             wrote = True
         if len(pods) < wanted and mode is FailureMode.REPLICA_FAILURE:
@@ -294,13 +336,13 @@ class Controllers:
                        f"requested: limits.cpu=2, used: limits.cpu=3, limited: limits.cpu=4")
             previous_conditions = rs.get("status", {}).get("conditions", [])
             if not previous_conditions:
-                self.server.record_event(rs, "FailedCreate", f"Error creating: {failure}", True,
+                self.store.record_event(rs, "FailedCreate", f"Error creating: {failure}", True,
                                          "replicaset-controller")
         while len(pods) < wanted and failure is None:
             self.memory.serial += 1
-            pod = self.server.commit(POD, kube_objects.pod(rs, self.memory.serial))
+            pod = self.store.commit(POD, kube_objects.pod(rs, self.memory.serial))
             self.memory.born[pod["metadata"]["uid"]] = SEEDED if self._instant else now
-            self.server.record_event(rs, "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}", False,
+            self.store.record_event(rs, "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}", False,
                                      "replicaset-controller")
             pods.append(pod)
             wrote = True
@@ -310,13 +352,13 @@ class Controllers:
             before = self.memory.states.get(uid)
             if state != before or "conditions" not in pod["status"]:
                 for reason, message, warning, component in kube_pod_states.events_for(pod, before, state):
-                    self.server.record_event(pod, reason, message, warning, component)
+                    self.store.record_event(pod, reason, message, warning, component)
                 pod["status"] = kube_pod_states.pod_status(pod, state)
                 if state.label == "unschedulable":
                     pod["spec"].pop("nodeName", None)
                 else:
                     pod["spec"]["nodeName"] = kube_pod_states.NODE_NAME
-                pods[index] = self.server.commit(POD, pod)
+                pods[index] = self.store.commit(POD, pod)
                 self.memory.states[uid] = state
                 wrote = True
             if state.label != "running" or mode is FailureMode.UNSTABLE:
@@ -335,26 +377,26 @@ class Controllers:
             status["conditions"][0].pop("lastProbeTime")
         if status != rs.get("status"):
             rs["status"] = status
-            self.server.commit(REPLICASET, rs)
+            self.store.commit(REPLICASET, rs)
             wrote = True
         return pods, wrote
 
     def _collect_orphans(self) -> None:
         """The garbage collector: ReplicaSets of deleted Deployments and pods of deleted ReplicaSets go."""
         owners = {obj["metadata"]["uid"] for kind in (DEPLOYMENT, REPLICASET)
-                  for obj in self.server.list_objects(kind)}
+                  for obj in self.store.list(kind)}
         for kind in (REPLICASET, POD):
-            for obj in self.server.list_objects(kind):
+            for obj in self.store.list(kind):
                 refs = obj["metadata"].get("ownerReferences", [])
                 if refs and not any(ref["uid"] in owners for ref in refs):
-                    self.server.remove(kind, obj["metadata"]["namespace"], obj["metadata"]["name"])
+                    self.store.remove(kind, obj["metadata"]["namespace"], obj["metadata"]["name"])
 
     # ---- HPA --------------------------------------------------------------------------------------
 
     def _sync_hpa(self, hpa: dict[str, Any], now: float) -> None:
         spec, meta = hpa["spec"], hpa["metadata"]
         target_ref = spec.get("scaleTargetRef", {})
-        deployment = self.server.get_object(DEPLOYMENT, meta["namespace"], target_ref.get("name", ""))
+        deployment = self.store.get(DEPLOYMENT, meta["namespace"], target_ref.get("name", ""))
         previous = {cond["type"]: cond for cond in hpa.get("status", {}).get("conditions", [])}
         low, high = spec.get("minReplicas", 1), spec["maxReplicas"]
         if deployment is None:
@@ -380,7 +422,7 @@ class Controllers:
         status = dict(hpa.get("status", {}))
         if bounded != current:
             deployment["spec"]["replicas"] = bounded
-            self.server.commit(DEPLOYMENT, deployment)
+            self.store.commit(DEPLOYMENT, deployment)
             status["lastScaleTime"] = kube_objects.now()
         status["currentReplicas"] = deployment.get("status", {}).get("replicas", current)
         status["desiredReplicas"] = bounded
@@ -412,37 +454,29 @@ class Controllers:
     def _write_hpa_status(self, hpa: dict[str, Any], status: dict[str, Any]) -> None:
         if status != hpa.get("status"):
             hpa["status"] = status
-            self.server.commit(HPA, hpa)
+            self.store.commit(HPA, hpa)
 
     def _cpu_utilization(self, deployment: dict[str, Any]) -> float | None:
-        """Average CPU usage of the Deployment's running pods in percent of their requests, from set_metrics."""
-        usage = self.server.usage
-        if not usage:
-            return None
-        namespace, name = deployment["metadata"]["namespace"], deployment["metadata"]["name"]
-        pods = [pod for pod in self.server.list_objects(POD, namespace)
-                if pod["status"].get("phase") == "Running" and pod["metadata"]["name"].startswith(f"{name}-")]
+        """Average CPU usage of the Deployment's running pods in percent of their requests (set_metrics)."""
         shares = []
-        for pod in pods:
-            pod_usage = usage.get((namespace, pod["metadata"]["name"])) or usage.get((namespace, name))
+        for pod in self._pods_of_deployment(deployment):
+            usage = self.usage.of(self.store, pod)
             request = sum(cpu_millis(container.get("resources", {}).get("requests", {}).get("cpu", "0"))
                           for container in pod["spec"].get("containers", []))
-            if pod_usage is None or request <= 0:
+            if usage is None or request <= 0 or pod["status"].get("phase") != "Running":
                 continue
-            shares.append(100 * cpu_millis(pod_usage.get("cpu", "0")) / request)
+            shares.append(100 * cpu_millis(usage.get("cpu", "0")) / request)
         return sum(shares) / len(shares) if shares else None
+
+    def _pods_of_deployment(self, deployment: dict[str, Any]) -> list[dict[str, Any]]:
+        namespace = deployment["metadata"]["namespace"]
+        sets = [rs for rs in self.store.list(REPLICASET, namespace) if _owned_by(rs, deployment)]
+        return [pod for rs in sets for pod in self._pods_of(rs)]
 
 
 def cpu_millis(quantity: str) -> float:
     """A CPU quantity ("250m", "1", "0.5", "100000n") in millicores."""
-    text = str(quantity)
-    if text.endswith("m"):
-        return float(text[:-1])
-    if text.endswith("n"):
-        return float(text[:-1]) / 1e6
-    if text.endswith("u"):
-        return float(text[:-1]) / 1e3
-    return float(text) * 1000
+    return float(kube_quantity.value(quantity) * 1000)
 
 
 class ControllerThread:

@@ -213,13 +213,13 @@ def qos_class(pod_spec: dict[str, Any]) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
-def condition(kind: str, status: bool, reason: str | None = None, message: str | None = None,
+def condition(kind: str, status: bool | None, reason: str | None = None, message: str | None = None,
               previous: dict[str, Any] | None = None, workload: bool = True) -> dict[str, Any]:
-    """A status condition; timestamps kept from ``previous`` unless the condition changed.
+    """A status condition (status None is "Unknown"); timestamps kept from ``previous`` unless it changed.
 
     Workload conditions (Deployment, ReplicaSet) carry lastUpdateTime; pod conditions carry lastProbeTime.
     """
-    text = "True" if status else "False"
+    text = "Unknown" if status is None else "True" if status else "False"
     stamp = now()
     transition = previous["lastTransitionTime"] if previous and previous.get("status") == text else stamp
     fresh: dict[str, Any] = {"type": kind, "status": text}

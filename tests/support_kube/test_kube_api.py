@@ -292,3 +292,124 @@ def test_metrics_api_is_absent_until_metrics_are_set(cluster: KubeCluster, api) 
     assert usage == {"name": "main", "usage": {"cpu": "250m", "memory": "300Mi"}}
     one = listed["items"][0]["metadata"]["name"]
     assert api.get(f"{path}/{one}").json()["metadata"]["name"] == one
+
+
+def test_quantities_are_stored_in_canonical_form(cluster: KubeCluster, api) -> None:
+    cluster.add_deployment("web", containers=[MAIN])
+    patch = {"spec": {"template": {"spec": {"containers": [{"name": "main", "resources": {
+        "requests": {"cpu": "0.5", "memory": "1024Mi"}, "limits": {"cpu": "1000m", "memory": "1.5Gi"}}}]}}}}
+    stored = api.patch(WEB, patch).json()
+    assert containers_of(stored)["main"]["resources"] == {"requests": {"cpu": "500m", "memory": "1Gi"},
+                                                          "limits": {"cpu": "1", "memory": "1536Mi"}}
+
+
+@pytest.mark.parametrize(("resources", "code", "words"), [
+    ({"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}, 422, "must be less than or equal to cpu limit of 1"),
+    ({"requests": {"memory": "lots"}}, 400, "quantities must match the regular expression"),
+    ({"requests": {"cpu": "-1"}}, 422, "must be greater than or equal to 0"),
+])
+def test_invalid_resources_are_refused_and_nothing_changes(cluster: KubeCluster, api, resources: dict[str, Any],
+                                                           code: int, words: str) -> None:
+    cluster.add_deployment("web", containers=[MAIN])
+    before = cluster.get("deployment", "web")
+    answer = api.patch(WEB, {"spec": {"template": {"spec": {"containers": [{"name": "main", "resources": resources}]}}}})
+    assert answer.status_code == code
+    assert words in answer.json()["message"]
+    assert answer.json()["message"].startswith('Deployment.apps "web" is invalid: spec.template.spec.containers[0]')
+    assert cluster.get("deployment", "web") == before
+
+
+def test_other_invalid_writes_are_refused_as_the_real_server_does(cluster: KubeCluster, api) -> None:
+    cluster.add_deployment("web", containers=[MAIN])
+    cluster.add_hpa("web", "web")
+    env = api.patch(WEB, {"spec": {"template": {"spec": {"containers": [{"name": "main", "env": [
+        {"name": "GOGC", "value": 50}]}]}}}})
+    assert env.status_code == 400 and "of type string" in env.json()["message"]
+    selector = api.patch(WEB, {"spec": {"selector": {"matchLabels": {"app": "other"}}}}, MERGE)
+    assert selector.status_code == 422 and "field is immutable" in selector.json()["message"]
+    assert api.patch(WEB, {"spec": {"replicas": -1}}, MERGE).status_code == 422
+    hpa = "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers/web"
+    bounds = api.patch(hpa, {"spec": {"minReplicas": 4, "maxReplicas": 3}}, MERGE)
+    assert bounds.status_code == 422 and "must be greater than or equal to `minReplicas`" in bounds.json()["message"]
+    assert bounds.json()["details"]["causes"][0]["field"] == "spec.maxReplicas"
+    assert api.patch(hpa, {"spec": {"maxReplicas": 8}}, MERGE).json()["spec"]["maxReplicas"] == 8
+    with pytest.raises(ValueError, match="must be less than or equal to cpu limit"):
+        cluster.add_deployment("bad", containers=[{"name": "main", "image": "x:1", "resources": {
+            "requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}])
+
+
+def test_lists_page_with_limit_and_continue(cluster: KubeCluster, api) -> None:
+    for name in ("a", "b", "c"):
+        cluster.add_deployment(name)
+    first = api.get(DEPLOYMENTS, params={"limit": "2"}).json()
+    assert [item["metadata"]["name"] for item in first["items"]] == ["a", "b"]
+    assert first["metadata"]["remainingItemCount"] == 1
+    rest = api.get(DEPLOYMENTS, params={"limit": "2", "continue": first["metadata"]["continue"]}).json()
+    assert [item["metadata"]["name"] for item in rest["items"]] == ["c"]
+    assert "continue" not in rest["metadata"]
+
+
+def test_a_selector_watch_sees_objects_enter_and_leave_the_selection(cluster: KubeCluster, api) -> None:
+    cluster.add_deployment("web")
+    since = cluster.get("deployment", "web")["metadata"]["resourceVersion"]
+    api.patch(WEB, {"metadata": {"labels": {"tuned": "yes"}}}, MERGE)
+    api.patch(WEB, {"spec": {"replicas": 3}}, MERGE)
+    api.patch(WEB, {"metadata": {"labels": {"tuned": None}}}, MERGE)
+    params = {"watch": "true", "resourceVersion": since, "timeoutSeconds": "1", "labelSelector": "tuned=yes"}
+    stream = api.get(DEPLOYMENTS, params=params, stream=True)
+    kinds = [json.loads(line)["type"] for line in stream.iter_lines() if line]
+    assert kinds == ["ADDED", "MODIFIED", "DELETED"]
+
+
+def test_a_watch_from_a_version_older_than_the_history_gets_410(tmp_path) -> None:
+    cluster = KubeCluster.start(tmp_path, watch_history=5)
+    try:
+        cluster.add_deployment("web")  # the deployment, its ReplicaSet, pods and events: more than 5 changes
+        stream = requests.get(cluster.url + DEPLOYMENTS, params={"watch": "true", "resourceVersion": "1"},
+                              headers={"Authorization": f"Bearer {cluster.token}"}, stream=True, timeout=HANG_BOUND)
+        events = [json.loads(line) for line in stream.iter_lines() if line]
+        assert [(event["type"], event["object"]["code"], event["object"]["reason"]) for event in events] == [
+            ("ERROR", 410, "Expired")]
+    finally:
+        cluster.stop()
+
+
+def test_the_scale_subresource_reads_and_writes_replicas(cluster: KubeCluster, api) -> None:
+    cluster.add_deployment("web", replicas=2)
+    scale = api.get(f"{WEB}/scale").json()
+    assert (scale["kind"], scale["apiVersion"]) == ("Scale", "autoscaling/v1")
+    assert scale["spec"] == {"replicas": 2}
+    assert scale["status"] == {"replicas": 2, "selector": "app=web"}
+    patched = api.patch(f"{WEB}/scale", {"spec": {"replicas": 4}}, MERGE).json()
+    assert patched["spec"]["replicas"] == 4
+    assert cluster.get("deployment", "web")["spec"]["replicas"] == 4
+    stale = api.patch(f"{WEB}/scale", {"metadata": {"resourceVersion": scale["metadata"]["resourceVersion"]},
+                                       "spec": {"replicas": 1}}, MERGE)
+    assert stale.status_code == 409
+
+
+def test_restricted_to_the_deploy_role_only_its_verbs_are_allowed(cluster: KubeCluster, api) -> None:
+    from pathlib import Path
+
+    cluster.add_deployment("web")
+    cluster.add_hpa("web", "web")
+    cluster.set_metrics("web")
+    role = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "role.yaml"
+    cluster.restrict_to_role(role)
+    assert api.patch(WEB, {"spec": {"replicas": 3}}, MERGE).status_code == 200
+    assert api.get("/api/v1/namespaces/default/events").status_code == 200
+    assert api.get("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods").status_code == 200
+    scale = api.patch(f"{WEB}/scale", {"spec": {"replicas": 1}}, MERGE)
+    assert scale.status_code == 403
+    assert 'cannot patch resource "deployments" subresource "scale"' in scale.json()["message"]
+    assert api.request("DELETE", WEB).status_code == 403
+    pod = cluster.pods("web")[0]["metadata"]["name"]
+    assert api.patch(f"/api/v1/namespaces/default/pods/{pod}", {"metadata": {"labels": {"x": "y"}}},
+                     MERGE).status_code == 403
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": {
+        "resourceAttributes": {"namespace": "default", "verb": "patch", "group": "apps", "resource": "deployments",
+                               "subresource": "scale"}}}
+    answer = api.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json=review).json()
+    assert answer["status"]["allowed"] is False
+    cluster.restrict_to_role(None)
+    assert api.request("DELETE", WEB).status_code == 200

@@ -46,7 +46,10 @@ def rolled_out(cluster: KubeCluster, generation: int) -> bool:
 
 
 def new_pods(cluster: KubeCluster) -> list[dict[str, Any]]:
+    """The pods of the Deployment's current revision ([] until the controller has observed the spec)."""
     deployment = cluster.get("deployment", "web")
+    if deployment["status"].get("observedGeneration") != deployment["metadata"]["generation"]:
+        return []
     revision = deployment["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
     sets = [rs for rs in cluster.list("replicaset")
             if rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == revision]
@@ -247,3 +250,42 @@ def test_the_hpa_owns_the_replicas_of_its_target(web: KubeCluster, api) -> None:
     assert conditions(hpa)["ScalingActive"]["reason"] == "ValidMetricFound"
     assert "lastScaleTime" in hpa["status"]
     assert_valid_shapes(web)
+
+
+def test_a_paused_deployment_does_not_roll_out_until_resumed(web: KubeCluster, api) -> None:
+    paused = api.patch(WEB, {"spec": {"paused": True}}).json()["metadata"]["generation"]
+    generation = new_cpu(api, "250m")
+    assert generation == paused + 1
+
+    def paused_observed() -> bool:
+        deployment = web.get("deployment", "web")
+        progressing = conditions(deployment).get("Progressing", {})
+        return deployment["status"]["observedGeneration"] == generation and (
+            progressing.get("status"), progressing.get("reason")) == ("Unknown", "DeploymentPaused")
+
+    wait_until(paused_observed, WAIT, what="paused condition")
+    assert len(web.list("replicaset")) == 1
+    resumed = api.patch(WEB, {"spec": {"paused": None}}).json()["metadata"]["generation"]
+    wait_until(lambda: rolled_out(web, resumed), WAIT, what="rollout after resume")
+    assert len(web.list("replicaset")) == 2
+
+
+def test_any_rollout_without_progress_for_progress_deadline_seconds_times_out(web: KubeCluster, api) -> None:
+    api.patch(WEB, {"spec": {"progressDeadlineSeconds": 1}})
+    web.set_mode(FailureMode.UNSCHEDULABLE)
+    new_cpu(api, "250m")
+    wait_until(lambda: _deadline_exceeded(web), WAIT, what="deadline exceeded")
+    assert _unschedulable(web)
+
+
+def test_repeated_events_are_counted_not_duplicated(web: KubeCluster, api) -> None:
+    web.set_mode(FailureMode.IMAGE_PULL)
+    new_cpu(api, "250m")
+
+    def counted() -> bool:
+        back_offs = [event for event in events(web, "BackOff") if "pulling image" in event["message"]]
+        return any(event["count"] >= 2 for event in back_offs)
+
+    wait_until(counted, WAIT, what="a BackOff event counted twice")
+    keys = [(event["involvedObject"]["uid"], event["reason"], event["message"]) for event in web.list("event")]
+    assert len(keys) == len(set(keys))
