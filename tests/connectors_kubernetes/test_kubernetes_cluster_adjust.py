@@ -212,3 +212,41 @@ def test_a_configured_hpa_that_does_not_exist_is_named(cluster, make_connector) 
     assert (
         "no HorizontalPodAutoscaler in namespace 'default' targets Deployment 'web'" in caught.value.message
     )
+
+
+def test_a_request_the_server_refuses_is_named_and_nothing_is_left_half_done(
+    cluster, make_connector, progress
+) -> None:
+    config = copy.deepcopy(WEB_CONFIG)
+    config["containers"][0]["cpu"]["set"] = ["request"]  # the 1-core limit stays: a 2-core request is invalid
+    with pytest.raises(ConnectorFailure) as caught:
+        make_connector(deployments=[config]).adjust(
+            {"web": {"settings": {"cpu": {"value": 2}}}}, Control(), progress
+        )
+    assert (caught.value.status, caught.value.reason) == ("failed", "invalid-setting")
+    assert "422" in caught.value.message and "must be less than or equal to cpu limit" in caught.value.message
+    assert (
+        cluster.get("deployment", "web")["spec"]["template"]["spec"]["containers"][0]["resources"][
+            "requests"
+        ]["cpu"]
+        == "500m"
+    )
+
+
+def test_a_paused_deployment_is_refused_before_any_write_and_fails_its_check(
+    cluster, make_connector, progress
+) -> None:
+    client = KubeClient(resolve_access(str(cluster.kubeconfig), None), 5)
+    try:
+        client.patch(deployment_path("default", "web"), {"spec": {"paused": True}})
+    finally:
+        client.close()
+    writes = len(cluster.patch_log)
+    connector = make_connector()
+    with pytest.raises(ConnectorFailure) as caught:
+        connector.adjust({"web": {"settings": {"cpu": {"value": 2}}}}, Control(), progress)
+    assert (caught.value.status, caught.value.reason) == ("failed", "deployment-paused")
+    assert "kubectl rollout resume deployment/web" in caught.value.message
+    assert len(cluster.patch_log) == writes
+    check = {r["name"]: r for r in connector.check()}["deployment web"]
+    assert not check["success"] and "paused" in check["message"]

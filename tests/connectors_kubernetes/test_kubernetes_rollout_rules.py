@@ -213,3 +213,11 @@ def test_a_replica_failure_counts_only_when_the_newest_replicaset_has_it() -> No
     assert has_replica_failure(newest) and not has_replica_failure({"status": {}})
     assert rollout_status(without_condition(failing, "ReplicaFailure")).done
     assert failing["status"]["conditions"], "the object itself is left alone"
+
+
+def test_a_deployment_paused_mid_rollout_fails_it_at_once() -> None:
+    paused = _status(updatedReplicas=1, readyReplicas=2, availableReplicas=2, replicas=2)
+    paused["spec"]["paused"] = True
+    failure = rollout_status(paused).failure
+    assert (failure.status, failure.reason) == ("failed", "deployment-paused")
+    assert "kubectl rollout resume deployment/web" in failure.message

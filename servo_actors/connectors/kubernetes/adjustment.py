@@ -21,7 +21,12 @@ from servo_actors.connectors.kubernetes.patches import (
     owned_fields,
     wanted_fields,
 )
-from servo_actors.connectors.kubernetes.settings import DeploymentState, DeploymentTargets, SettingError
+from servo_actors.connectors.kubernetes.settings import (
+    ClusterStateError,
+    DeploymentState,
+    DeploymentTargets,
+    SettingError,
+)
 
 MAX_CONFLICT_RETRIES = 5
 """How many times a patch answered 409 Conflict is rebuilt from a fresh read and sent again."""
@@ -87,6 +92,15 @@ class Adjustment:
         if targets.hpa and state.hpa is None:
             raise SettingError(f"{name}: no HorizontalPodAutoscaler targets the Deployment")
         config = state.config
+        if state.deployment.get("spec", {}).get("paused") and (
+            targets.replicas is not None
+            or any(t.cpu is not None or t.memory is not None or t.env for t in targets.containers.values())
+        ):
+            raise ClusterStateError(
+                f"Deployment {name!r} is paused, so new settings would not roll out: resume it "
+                f"(kubectl rollout resume deployment/{name}) or leave it out of the adjustment",
+                reason="deployment-paused",
+            )
         captured: dict[str, Owned] = {}
 
         def build(obj: dict[str, Any]) -> dict[str, Any] | None:

@@ -127,6 +127,8 @@ def check_deployment(client: KubeClient, namespace: str, config: DeploymentConfi
                 )
             else:
                 notes.append(f"{container_config.name} {resource} {value}")
+    if deployment.get("spec", {}).get("paused"):
+        problems.append("it is paused: new settings would not roll out (kubectl rollout resume)")
     replicas = deployment.get("spec", {}).get("replicas", 1)
     results = [
         _result(name, False, "; ".join(problems))

@@ -69,6 +69,16 @@ class KubernetesConnector(Connector):
             except SettingError as exc:
                 self._undo_partial(adjustment)
                 raise ConnectorFailure(str(exc), reason="invalid-setting") from None
+            except ClusterStateError as exc:
+                self._undo_partial(adjustment)
+                raise ConnectorFailure(f"adjust: {exc}", reason=exc.reason) from None
+            except KubeApiError as exc:
+                self._undo_partial(adjustment)
+                if exc.status == 422:  # e.g. a request above the limit left in place by `set`
+                    raise ConnectorFailure(
+                        f"the API server refused the new settings: {exc}", reason="invalid-setting"
+                    ) from None
+                raise
             touched = adjustment.touched
             progress(PATCHED, f"patched {', '.join(touched)}" if touched else "nothing to change")
             if touched:
@@ -201,7 +211,7 @@ class KubernetesConnector(Connector):
         except ConflictError as exc:
             raise ConnectorFailure(f"{what}: {exc}", reason="conflict") from None
         except ClusterStateError as exc:
-            raise ConnectorFailure(f"{what}: {exc}", reason="not-found") from None
+            raise ConnectorFailure(f"{what}: {exc}", reason=exc.reason) from None
         finally:
             client.close()
 

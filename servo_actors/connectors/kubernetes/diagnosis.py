@@ -160,9 +160,14 @@ def _event_message(events: list[dict[str, Any]] | None, pod: str) -> str | None:
 
 
 def deployment_condition_failure(deployment: dict[str, Any]) -> Diagnosis | None:
-    """A condition that ends the rollout at once: Progressing=False (ProgressDeadlineExceeded) or
-    ReplicaFailure=True (e.g. a quota forbids the pods)."""
+    """A state that ends the rollout at once: Progressing=False (ProgressDeadlineExceeded),
+    ReplicaFailure=True (e.g. a quota forbids the pods), or a paused Deployment."""
     name = deployment.get("metadata", {}).get("name", "?")
+    if deployment.get("spec", {}).get("paused"):
+        return Diagnosis(
+            "failed", "deployment-paused",
+            f"Deployment {name} was paused during its rollout (kubectl rollout resume deployment/{name})",
+        )  # fmt: skip
     for condition in deployment.get("status", {}).get("conditions") or []:
         kind, status, reason = condition.get("type"), condition.get("status"), condition.get("reason")
         message = condition.get("message") or reason or ""

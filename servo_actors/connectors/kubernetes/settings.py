@@ -34,7 +34,12 @@ class SettingError(ValueError):
 
 
 class ClusterStateError(ValueError):
-    """The cluster does not hold what the config names (a container, an HPA)."""
+    """The cluster does not hold what the config names (a container, an HPA), or holds it in a
+    state the connector cannot work with; ``reason`` is the word a failure reports."""
+
+    def __init__(self, message: str, reason: str = "not-found") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass
