@@ -6,8 +6,11 @@ import time
 
 import pytest
 import yaml
+from k8s_objects import WEB_CONTAINER, connector_config
+from kube_cluster import FailureMode, KubeCluster
 
-from servo_actors.connectors.base import ConnectorFailure
+from servo_actors.connectors.base import ConnectorFailure, Control
+from servo_actors.connectors.kubernetes import KubernetesConnector
 from servo_actors.connectors.kubernetes.client import (
     KubeApiError,
     KubeClient,
@@ -93,3 +96,27 @@ def test_a_failing_credential_plugin_is_a_failed_check_and_a_named_failure(
     with pytest.raises(ConnectorFailure) as caught:
         connector.describe()
     assert caught.value.reason == "kubeconfig-invalid"
+
+
+def test_a_too_old_resource_version_is_410_and_a_rollout_wait_survives_it(tmp_path, progress) -> None:
+    """With a history of 2 changes, most watches resume too late and get 410 Gone: the wait reads
+    again and goes on instead of failing."""
+    cluster = KubeCluster.start(tmp_path / "cluster", watch_history=2)
+    try:
+        cluster.add_deployment("web", containers=[WEB_CONTAINER], replicas=2)
+        cluster.controller(FailureMode.HEALTHY, rollout_seconds=0.3)
+        client = _client(cluster)
+        try:
+            stale = client.get(deployment_path("default", "web"))["metadata"]["resourceVersion"]
+            for replicas in (3, 4, 5):
+                client.patch(deployment_path("default", "web"), {"spec": {"replicas": replicas}})
+            with pytest.raises(KubeApiError) as caught:
+                list(client.watch(deployments_path("default"), {"resourceVersion": stale}, 1))
+            assert caught.value.status == 410
+        finally:
+            client.close()
+        connector = KubernetesConnector("k8s", connector_config(cluster))
+        result = connector.adjust({"web": {"settings": {"cpu": {"value": 2}}}}, Control(), progress)
+        assert result["web"]["settings"]["cpu"]["value"] == 2.0
+    finally:
+        cluster.stop()
