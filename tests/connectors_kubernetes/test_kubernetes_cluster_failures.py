@@ -135,3 +135,12 @@ def test_the_api_going_away_during_a_rollout_is_waited_out(cluster, make_connect
     assert not errors, errors
     assert result[0]["web"]["settings"]["cpu"]["value"] == 2.0
     assert _rolled_out(cluster)
+
+
+def test_a_healthy_rollout_passes_its_settlement(cluster, make_connector, progress) -> None:
+    result = make_connector(settlement="2s").adjust(
+        {"web": {"settings": {"cpu": {"value": 2}}}}, Control(), progress
+    )
+    assert result["web"]["settings"]["cpu"]["value"] == 2.0
+    assert any(message.startswith("settling") for _, message in progress.reports)
+    assert progress.reports[-1] == (100, "adjusted")

@@ -254,18 +254,28 @@ class RolloutWatcher:
         end = began + seconds
         baselines: dict[str, dict[tuple[str, str], int]] = {}
         owners: dict[str, str] = {}  # ReplicaSet uid -> deployment name
+        selectors = []
         for name in names:
             deployment = self.client.get(deployment_path(self.namespace, name))
             replicaset, pods = self.newest_pods(deployment)
             baselines[name] = restart_counts(pods)
+            selectors.append(label_selector(deployment.get("spec", {}).get("selector") or {}))
             if replicaset is not None:
                 owners[replicaset["metadata"].get("uid", "")] = name
+        # One Deployment: watch only its pods; several: the namespace's (one stream, not one each).
+        scope = {"labelSelector": selectors[0]} if len(selectors) == 1 and selectors[0] else {}
         while (now := self.clock()) < end:
             report((now - began) / seconds, f"settling: {format_duration(round(end - now))} left")
             try:
                 for name in names:
                     self._check_settled(name, baselines[name])
-                for kind, pod in self.client.watch(pods_path(self.namespace), None, self._seconds(end)):
+                # Resume from the list's version: a watch without one would replay every pod as ADDED.
+                listed = self.client.get(pods_path(self.namespace), scope or None)
+                since = {
+                    **scope,
+                    "resourceVersion": (listed.get("metadata") or {}).get("resourceVersion", ""),
+                }
+                for kind, pod in self.client.watch(pods_path(self.namespace), since, self._seconds(end)):
                     owner = _owner_name(pod, owners)
                     if owner is not None and kind == "MODIFIED":
                         found = instability(baselines[owner], [pod])
@@ -274,6 +284,10 @@ class RolloutWatcher:
                     if self.clock() >= end:
                         break
             except KubeError as exc:  # an unreachable API during settlement is not the settings' fault
+                if isinstance(exc, KubeApiError) and exc.status == 410:
+                    continue  # the list's version is already gone: list again
+                if isinstance(exc, KubeApiError) and exc.status < 500 and exc.status != 429:
+                    raise
                 report((self.clock() - began) / seconds, f"settling: {exc}; retrying")
                 self.sleep(max(0.0, min(RETRY_INTERVAL, end - self.clock())))
         for name in names:
