@@ -144,3 +144,49 @@ def test_a_healthy_rollout_passes_its_settlement(cluster, make_connector, progre
     assert result["web"]["settings"]["cpu"]["value"] == 2.0
     assert any(message.startswith("settling") for _, message in progress.reports)
     assert progress.reports[-1] == (100, "adjusted")
+
+
+def test_rollback_removes_a_variable_and_a_limit_the_adjustment_added(
+    cluster, make_connector, progress
+) -> None:
+    cluster.add_deployment(
+        "api", replicas=1,
+        containers=[{"name": "main", "image": "registry.example/api:1", "resources": {"requests": {"cpu": "250m"}}}],
+    )  # fmt: skip
+    config = {
+        "name": "api",
+        "containers": [{"name": "main", "cpu": {"min": 0.25, "max": 2},
+                        "env": [{"name": "GC", "type": "enum", "values": ["g1", "parallel"]}]}],
+    }  # fmt: skip
+    connector = make_connector(deployments=[config])
+    # Crashes show after a second: time enough to switch the mode before the rollback's ReplicaSet.
+    cluster.controller(FailureMode.CRASHLOOP, rollout_seconds=1.0)
+    failures: list[ConnectorFailure] = []
+
+    def run() -> None:
+        try:
+            connector.adjust(
+                {"api": {"settings": {"cpu": {"value": 1}, "GC": {"value": "g1"}}}}, Control(), progress
+            )
+        except ConnectorFailure as exc:
+            failures.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    # Only the adjustment's ReplicaSet crashes. (The emulator keeps the empty `limits: {}` and
+    # `env: []` a deletion leaves, which a real API server drops, so its rollback template gets a
+    # ReplicaSet of its own instead of reusing the first one.)
+    wait_until(lambda: len([rs for rs in cluster.list("replicaset") if rs["metadata"]["name"].startswith("api-")]) >= 2,
+               WAIT, what="the adjustment's ReplicaSet")  # fmt: skip
+    cluster.set_mode(FailureMode.HEALTHY)
+    worker.join(WAIT)
+    assert not worker.is_alive()
+    [failure] = failures
+    assert failure.reason == "start-failed"
+    assert "Rolled api back to the previous settings, which are healthy again." in failure.message, (
+        failure.message
+    )
+    container = cluster.get("deployment", "api")["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["requests"] == {"cpu": "250m"}
+    assert not container["resources"].get("limits")
+    assert not container.get("env")
