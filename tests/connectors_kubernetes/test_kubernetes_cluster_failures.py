@@ -190,3 +190,18 @@ def test_rollback_removes_a_variable_and_a_limit_the_adjustment_added(
     assert container["resources"]["requests"] == {"cpu": "250m"}
     assert not container["resources"].get("limits")
     assert not container.get("env")
+
+
+def test_pods_of_the_replaced_template_are_not_blamed_before_the_controller_sees_the_new_one(
+    cluster, make_connector, progress
+) -> None:
+    """A crash loop left by an earlier adjustment is no diagnosis of the next one while the
+    controller has not yet acted on it (a rollback's wait would otherwise fail at once)."""
+    connector = make_connector(timeout="3s", on_failure="ignore")
+    crashing = _adjust_in(FailureMode.CRASHLOOP, cluster, connector, progress)
+    assert crashing.reason == "start-failed"
+    cluster.set_mode(FailureMode.STUCK)  # the controller will not observe the next generation
+    with pytest.raises(ConnectorFailure) as caught:
+        connector.adjust({"web": {"settings": {"cpu": {"value": 1}}}}, Control(), progress)
+    assert (caught.value.status, caught.value.reason) == ("failed", "timeout"), caught.value.message
+    assert "waiting for the controller to see generation" in caught.value.message

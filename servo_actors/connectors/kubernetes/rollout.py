@@ -144,7 +144,9 @@ class RolloutWatcher:
                 status = self._judge(name, deployment, report)
                 if status.done:
                     return
-                found = self.diagnose(deployment, with_events=False)
+                # Until the controller has seen this generation, the newest ReplicaSet may be the
+                # one being replaced (e.g. a rollback's): its pods say nothing about this rollout.
+                found = self.diagnose(deployment, with_events=False) if _observed(deployment) else None
                 if found is not None and found.definite:
                     raise RolloutFailed(name, self.diagnose(deployment) or found)
                 params = {
@@ -204,7 +206,9 @@ class RolloutWatcher:
             return Diagnosis("failed", "kubernetes-unreachable", f"Deployment {name}: {trouble}")
         found = None
         try:
-            found = self.diagnose(self.client.get(deployment_path(self.namespace, name)))
+            deployment = self.client.get(deployment_path(self.namespace, name))
+            if _observed(deployment):
+                found = self.diagnose(deployment)
         except KubeError:
             pass  # the timeout is the news; a diagnosis would only have added detail
         if found is not None:
@@ -305,6 +309,12 @@ class RolloutWatcher:
             found = Diagnosis("rejected", "unstable", f"during settlement, {status.message}")
         if found is not None:
             raise RolloutFailed(name, found)
+
+
+def _observed(deployment: dict[str, Any]) -> bool:
+    """Whether the controller has acted on the Deployment's current spec."""
+    generation = deployment.get("metadata", {}).get("generation", 0)
+    return generation <= (deployment.get("status") or {}).get("observedGeneration", 0)
 
 
 def _owner_name(pod: dict[str, Any], owners: dict[str, str]) -> str | None:
