@@ -81,7 +81,10 @@ def test_cancel_mid_rollout_then_describe_and_adjust_again(cluster, servo, optim
 
     # A slow rollout, cancelled while the connector waits on it: its process is killed mid-wait.
     cluster.controller(rollout_seconds=30)
-    slow = driver.push(_adjust(2.0), cancel_after=1.5)
+    writes = len(cluster.patch_log)
+    slow = driver.push(_adjust(2.0))
+    kit.wait_until(lambda: len(cluster.patch_log) > writes, COMMAND_TIMEOUT, what="the patch went out")
+    server.cancel()  # answered to the next progress post, while the connector waits on the rollout
     assert slow.finished.wait(COMMAND_TIMEOUT), proc.log()
     assert slow.result is not None and slow.result["status"] == "cancelled", slow.result
     assert _cpu(cluster) == "2"  # the patch went out before the cancel; the rollout is still under way
