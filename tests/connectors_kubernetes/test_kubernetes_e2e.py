@@ -84,7 +84,7 @@ def test_cancel_mid_rollout_then_describe_and_adjust_again(cluster, servo, optim
     writes = len(cluster.patch_log)
     slow = driver.push(_adjust(2.0))
     kit.wait_until(lambda: len(cluster.patch_log) > writes, COMMAND_TIMEOUT, what="the patch went out")
-    server.cancel()  # answered to the next progress post, while the connector waits on the rollout
+    assert server.cancel()["armed"]  # answered at the next progress post, during the rollout wait
     assert slow.finished.wait(COMMAND_TIMEOUT), proc.log()
     assert slow.result is not None and slow.result["status"] == "cancelled", slow.result
     assert _cpu(cluster) == "2"  # the patch went out before the cancel; the rollout is still under way
