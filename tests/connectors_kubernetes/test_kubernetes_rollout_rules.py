@@ -221,3 +221,10 @@ def test_a_deployment_paused_mid_rollout_fails_it_at_once() -> None:
     failure = rollout_status(paused).failure
     assert (failure.status, failure.reason) == ("failed", "deployment-paused")
     assert "kubectl rollout resume deployment/web" in failure.message
+
+
+def test_a_container_running_again_after_a_crash_is_not_definite_yet() -> None:
+    running = {"name": "main", "ready": False, "restartCount": 1, "state": {"running": {}},
+               "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}}  # fmt: skip
+    found = diagnose_pods([_pod("p", statuses=[running])])
+    assert (found.reason, found.definite) == ("start-failed", False)

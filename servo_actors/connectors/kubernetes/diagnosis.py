@@ -145,6 +145,8 @@ def _container_problem(
             "rejected", "start-failed",
             f"container {name} of pod {pod} fails to start: {how}, restarted {restarts} time(s){ended}"
             + (f": {detail}" if detail else "") + hint,
+            # A restart with the container running again may still settle; a waiting reason will not.
+            definite=reason in START_FAILURE_REASONS,
         )  # fmt: skip
     return None
 
