@@ -6,7 +6,7 @@ started after a cancel sees the cluster as it is. See the README, "The kubernete
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
@@ -216,7 +216,7 @@ class KubernetesConnector(Connector):
             client.close()
 
 
-def _scaled(progress: ProgressFn, start: float, end: float):  # noqa: ANN202
+def _scaled(progress: ProgressFn, start: float, end: float) -> Callable[[float, str], None]:
     """``report(fraction, message)`` mapped onto progress percent between ``start`` and ``end``;
     it never goes back (old pods leaving can make the replica counts dip)."""
     highest = [start]

@@ -12,6 +12,7 @@ import os
 import ssl
 import subprocess
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -78,7 +79,7 @@ class KubeAuth(requests.auth.AuthBase):
     ``renew()`` drops a cached token so the next request fetches a fresh one (after a 401).
     """
 
-    def __init__(self, access: ClusterAccess, clock=time.monotonic) -> None:  # noqa: ANN001
+    def __init__(self, access: ClusterAccess, clock: Callable[[], float] = time.monotonic) -> None:
         self.access = access
         self._clock = clock
         self._cached: str | None = None

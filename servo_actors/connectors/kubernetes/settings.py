@@ -7,6 +7,7 @@ without a cluster. Values are read as the cluster has them, in or out of the con
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -195,7 +196,7 @@ def _env_setting(env: EnvRange | EnvEnum, raw: str | None) -> dict[str, Any]:
     return setting
 
 
-def _int_if(whole: bool):  # noqa: ANN202
+def _int_if(whole: bool) -> Callable[[float], float | int]:
     def shown(x: float) -> float | int:
         return int(x) if whole and float(x).is_integer() else x
 
