@@ -29,6 +29,7 @@ from servo_actors.connectors.kubernetes.kubeconfig import KubeConfigError, resol
 from servo_actors.connectors.kubernetes.rollout import RolloutFailed, RolloutWatcher
 from servo_actors.connectors.kubernetes.settings import (
     ClusterStateError,
+    DeploymentTargets,
     SettingError,
     describe_components,
     requested_targets,
@@ -62,44 +63,53 @@ class KubernetesConnector(Connector):
             raise ConnectorFailure(str(exc), reason="invalid-setting") from None
         settlement = control.settlement or self.config.settlement
         with self._cluster("adjust") as client:
-            adjustment = Adjustment(client, self.config.namespace)
-            try:
-                for state in read_states(client, self.config, list(targets)):
-                    adjustment.apply(state, targets[state.config.name])
-            except SettingError as exc:
-                self._undo_partial(adjustment)
-                raise ConnectorFailure(str(exc), reason="invalid-setting") from None
-            except ClusterStateError as exc:
-                self._undo_partial(adjustment)
-                raise ConnectorFailure(f"adjust: {exc}", reason=exc.reason) from None
-            except KubeApiError as exc:
-                self._undo_partial(adjustment)
-                if exc.status == 422:  # e.g. a request above the limit left in place by `set`
-                    raise ConnectorFailure(
-                        f"the API server refused the new settings: {exc}", reason="invalid-setting"
-                    ) from None
-                raise
+            adjustment = self._patch_all(client, targets)
             touched = adjustment.touched
             progress(PATCHED, f"patched {', '.join(touched)}" if touched else "nothing to change")
             if touched:
-                watcher = RolloutWatcher(client, self.config.namespace)
-                try:
-                    watcher.wait(touched, self.config.timeout, _scaled(progress, PATCHED, ROLLED_OUT))
-                    watcher.settle(touched, settlement, _scaled(progress, ROLLED_OUT, 99.0))
-                except RolloutFailed as failure:
-                    outcome = self._recover(adjustment, watcher, progress)
-                    diagnosis = failure.diagnosis
-                    what = diagnosis.message.rstrip(".")
-                    if not what.startswith(f"Deployment {failure.deployment}"):
-                        what = f"Deployment {failure.deployment}: {what}"
-                    raise ConnectorFailure(
-                        f"{what}. {outcome}",
-                        status=diagnosis.status,
-                        reason=diagnosis.reason,
-                    ) from None
+                self._roll_out(client, adjustment, settlement, progress)
             described = describe_components(self.config, read_states(client, self.config))
         progress(100, "adjusted")
         return described
+
+    def _patch_all(self, client: KubeClient, targets: dict[str, DeploymentTargets]) -> Adjustment:
+        """Send every patch; a refusal puts back the patches already sent and ends the adjustment."""
+        adjustment = Adjustment(client, self.config.namespace)
+        try:
+            for state in read_states(client, self.config, list(targets)):
+                adjustment.apply(state, targets[state.config.name])
+        except SettingError as exc:
+            self._undo_partial(adjustment)
+            raise ConnectorFailure(str(exc), reason="invalid-setting") from None
+        except ClusterStateError as exc:
+            self._undo_partial(adjustment)
+            raise ConnectorFailure(f"adjust: {exc}", reason=exc.reason) from None
+        except KubeApiError as exc:
+            self._undo_partial(adjustment)
+            if exc.status == 422:  # e.g. a request above the limit left in place by `set`
+                raise ConnectorFailure(
+                    f"the API server refused the new settings: {exc}", reason="invalid-setting"
+                ) from None
+            raise
+        return adjustment
+
+    def _roll_out(
+        self, client: KubeClient, adjustment: Adjustment, settlement: float, progress: ProgressFn
+    ) -> None:
+        """Wait for the rollouts and the settlement; on failure apply ``on_failure`` and say both."""
+        watcher = RolloutWatcher(client, self.config.namespace)
+        try:
+            watcher.wait(adjustment.touched, self.config.timeout, _scaled(progress, PATCHED, ROLLED_OUT))
+            watcher.settle(adjustment.touched, settlement, _scaled(progress, ROLLED_OUT, 99.0))
+        except RolloutFailed as failure:
+            outcome = self._recover(adjustment, watcher, progress)
+            diagnosis = failure.diagnosis
+            what = diagnosis.message.rstrip(".")
+            if not what.startswith(f"Deployment {failure.deployment}"):
+                what = f"Deployment {failure.deployment}: {what}"
+            raise ConnectorFailure(
+                f"{what}. {outcome}", status=diagnosis.status, reason=diagnosis.reason
+            ) from None
 
     def measure(self, metrics: list[str], control: Control, progress: ProgressFn) -> dict[str, Any]:
         if not metrics:
