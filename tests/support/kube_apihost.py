@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import aiohttp.test_utils
 import kmock
 from kube_apiserver import EmulatedApiServer
 
@@ -28,11 +30,30 @@ def free_loopback_port() -> int:
         return int(probe.getsockname()[1])
 
 
+class _TlsServer(aiohttp.test_utils.RawTestServer):
+    """kmock's default server class, listening with TLS (kmock.Server has no TLS option of its own)."""
+
+    context: ssl.SSLContext | None = None
+
+    async def start_server(self, loop: asyncio.AbstractEventLoop | None = None, **kwargs: Any) -> None:
+        await super().start_server(loop=loop, ssl=self.context, **kwargs)
+
+
+def _tls_server_class(context: ssl.SSLContext) -> Callable[..., aiohttp.test_utils.RawTestServer]:
+    def make(handler: Any, **kwargs: Any) -> aiohttp.test_utils.RawTestServer:
+        server = _TlsServer(handler, **kwargs)
+        server.context = context
+        return server
+
+    return make
+
+
 class KubeApiHost:
     """The emulated API server's thread: ``call`` runs a function on its loop and returns the result."""
 
-    def __init__(self, handler: EmulatedApiServer) -> None:
+    def __init__(self, handler: EmulatedApiServer, tls: ssl.SSLContext | None = None) -> None:
         self.handler = handler
+        self.tls = tls
         self.port = free_loopback_port()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="kube-apiserver", daemon=True)
@@ -40,7 +61,7 @@ class KubeApiHost:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def listening(self) -> bool:
@@ -88,7 +109,8 @@ class KubeApiHost:
         if self._listener is not None:
             return
         self.handler.open_watches()
-        listener = kmock.Server(self.handler, host="127.0.0.1", port=self.port, user_agent="")
+        options: dict[str, Any] = {} if self.tls is None else {"server_cls": _tls_server_class(self.tls)}
+        listener = kmock.Server(self.handler, host="127.0.0.1", port=self.port, user_agent="", **options)
         await listener.__aenter__()
         self._listener = listener
 

@@ -16,6 +16,7 @@ import asyncio
 import base64
 import copy
 import json
+import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ from kube_watch import status_body
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 METRICS_GROUP = "metrics.k8s.io"
 SCALABLE = ("deployment", "replicaset")
+NAMESPACE_PATH = re.compile(r"^/api/v1/namespaces(?:/([^/]+))?/?$")
+BUILTIN_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
     writes: list[WriteRecord] = attrs.field(factory=list, init=False)
     conflicts: dict[tuple[str, str, str], int] = attrs.field(factory=dict, init=False)
     _closing: asyncio.Event = attrs.field(factory=asyncio.Event, init=False)
+    _metrics_resources: dict[Any, Any] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -94,6 +98,16 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
         with warnings.catch_warnings():  # kmock 0.8 reads its bundled file with a deprecated importlib call
             warnings.simplefilter("ignore", DeprecationWarning)
             self.resources.load_bundled()  # discovery answers as a k3s cluster's do (kinds, verbs, namespaced)
+        # metrics-server is absent until set_metrics (install_metrics): its group is not discoverable either.
+        self._metrics_resources = {resource: self.resources[resource] for resource in list(self.resources)
+                                   if resource.group == METRICS_GROUP}
+        for resource in self._metrics_resources:
+            del self.resources[resource]
+
+    def install_metrics(self) -> None:
+        """metrics-server appears: PodMetrics are served and its API group is discoverable."""
+        for resource, info in self._metrics_resources.items():
+            self.resources[resource] = info
 
     def open_watches(self) -> None:
         self._closing = asyncio.Event()
@@ -104,14 +118,32 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
 
     # ---- routing ----------------------------------------------------------------------------------
 
+    async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        # kmock 0.8 cannot parse the cluster-scoped /api/v1/namespaces (parsing.parse_path raises
+        # "not enough values to unpack"), so namespaces are answered before kmock parses anything.
+        if match := NAMESPACE_PATH.match(raw_request.path):
+            if not self._authenticated(raw_request.headers.get("Authorization", ""), raw_request.transport):
+                return failure(401, "Unauthorized", "Unauthorized")
+            return self._serve_namespace(raw_request.method, match.group(1))
+        return await super().__call__(raw_request)
+
+    def _authenticated(self, authorization: str, transport: Any) -> bool:
+        """The bearer token of the kubeconfig, or a client certificate the TLS layer verified."""
+        if self.token is None or authorization == f"Bearer {self.token}":
+            return True
+        return bool(transport is not None and transport.get_extra_info("peercert"))
+
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
-        if self.token is not None and header(request, "Authorization") != f"Bearer {self.token}":
+        raw = request._raw_request
+        if not self._authenticated(header(request, "Authorization"), raw.transport if raw is not None else None):
             return failure(401, "Unauthorized", "Unauthorized")
         resource = request.resource
         if request.method == "POST" and request.url.path == SSAR_PATH:
             return self._review_access(request)
-        if resource is not None and resource.group == METRICS_GROUP:
+        if resource is not None and resource.group == METRICS_GROUP and resource.plural:
             return self._serve_metrics(request)
+        if resource is not None and resource.group == METRICS_GROUP and not self.usage.installed:
+            return failure(404, "NotFound", "the server could not find the requested resource")
         kind = None if resource is None else kube_objects.KINDS_BY_URL.get(
             (resource.group, resource.version, resource.plural))
         if kind is None:
@@ -218,6 +250,28 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
             return aiohttp.web.json_response(items[0])
         return aiohttp.web.json_response({"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1",
                                           "metadata": {}, "items": items})
+
+    def _serve_namespace(self, method: str, name: str | None) -> aiohttp.web.Response:
+        """Namespaces (read only): the built-in ones and every one holding an object."""
+        verb = "get" if name else "list"
+        if method != "GET":
+            return failure(405, "MethodNotAllowed", "the emulated cluster's namespaces are read only")
+        if not self.access.allowed(verb, "namespaces", ""):
+            return failure(403, "Forbidden", self.access.forbidden_message(verb, "namespaces", "", name, None))
+        names = sorted(set(BUILTIN_NAMESPACES) | {ns for (_, ns, _), obj in self.objects.items()
+                                                   if ns and not obj.deleted})
+        items = [{"apiVersion": "v1", "kind": "Namespace",
+                  "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
+                  "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}} for ns in names]
+        if name is None:
+            return aiohttp.web.json_response({"apiVersion": "v1", "kind": "NamespaceList",
+                                              "metadata": {"resourceVersion": str(self.store.revision)},
+                                              "items": items})
+        found = next((item for item in items if item["metadata"]["name"] == name), None)
+        if found is None:
+            return failure(404, "NotFound", f'namespaces "{name}" not found',
+                           {"name": name, "kind": "namespaces"})
+        return aiohttp.web.json_response(found)
 
     def _review_access(self, request: kmock.Request) -> aiohttp.web.Response:
         answer = self.access.review(request.data if isinstance(request.data, dict) else {})

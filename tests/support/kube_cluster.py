@@ -13,6 +13,15 @@ The API contract (KUBE_CONTRACT.md) is implemented by kube_apiserver (HTTP seman
 kmock), kube_apihost (thread, port, down/up), kube_controllers and kube_pod_states (what the
 controller-manager, scheduler and kubelet would write). Deployments added here start settled:
 rolled out healthy at revision 1, as if they existed before the test.
+
+Not emulated (a real cluster may differ here): server-side apply (415) and managedFields;
+admission (quotas, LimitRanges, webhooks) beyond the validation of kube_validation; kinds other
+than Deployment, ReplicaSet, Pod, autoscaling/v2 HPA, core/v1 Event, Namespace (read only) and
+metrics.k8s.io PodMetrics (other URLs get kmock's plain emulation); watch bookmarks and
+resourceVersionMatch; minReadySeconds, revisionHistoryLimit and proportional scaling in the
+deployment controller; the HPA's stabilization windows and behavior (it holds its desired count
+and takes other values back at once); pod states are scripted per FailureMode on one node, and a
+running pod stays Terminating for one rollout period rather than its grace period.
 """
 
 from __future__ import annotations
@@ -24,11 +33,13 @@ from pathlib import Path
 from typing import Any
 
 import kube_objects
+import kube_tls
 import kube_validation
 import yaml
 from kube_apihost import KubeApiHost
 from kube_apiserver import EmulatedApiServer
-from kube_controllers import Controllers, ControllerThread
+from kube_controller_thread import ControllerThread
+from kube_controllers import Controllers
 from kube_pod_states import FailureMode
 from kube_store import WATCH_HISTORY
 
@@ -43,21 +54,28 @@ CONTROLLER_STOP_TIMEOUT = 10.0
 class KubeCluster:
     """One emulated cluster; see the module docstring and KUBE_CONTRACT.md."""
 
-    def __init__(self, directory: Path, watch_history: int = WATCH_HISTORY) -> None:
+    def __init__(self, directory: Path, watch_history: int = WATCH_HISTORY, tls: bool = False,
+                 client_cert: bool = False) -> None:
         self._server = EmulatedApiServer(token=TOKEN, watch_history=watch_history)
-        self._host = KubeApiHost(self._server)
+        self.pki = kube_tls.make_pki(Path(directory) / "pki") if tls or client_cert else None
+        self.client_cert = client_cert
+        self._host = KubeApiHost(self._server, self.pki.server_context() if self.pki else None)
         self._controllers = Controllers(self._server.store, self._server.usage)
         self._thread: ControllerThread | None = None
         self._controller_errors: list[BaseException] = []
         self.kubeconfig = Path(directory) / "kubeconfig"
 
     @classmethod
-    def start(cls, directory: Path, watch_history: int = WATCH_HISTORY) -> KubeCluster:
+    def start(cls, directory: Path, watch_history: int = WATCH_HISTORY, tls: bool = False,
+              client_cert: bool = False) -> KubeCluster:
         """Start the API server on a free loopback port and write the kubeconfig into ``directory``.
 
         ``watch_history``: how many changes a watch can resume across before it gets 410 Gone.
+        ``tls``: serve https with a CA of its own (``cluster.pki``), named in the kubeconfig by
+        certificate-authority-data. ``client_cert`` (implies tls): the kubeconfig's user has a client
+        certificate and key instead of the token.
         """
-        cluster = cls(directory, watch_history)
+        cluster = cls(directory, watch_history, tls, client_cert)
         cluster._host.start()
         cluster._write_kubeconfig()
         return cluster
@@ -71,11 +89,18 @@ class KubeCluster:
         return TOKEN
 
     def _write_kubeconfig(self) -> None:
+        cluster: dict[str, Any] = {"server": self.url}
+        user: dict[str, Any] = {"token": TOKEN}
+        if self.pki is not None:
+            cluster["certificate-authority-data"] = self.pki.data(self.pki.ca_cert)
+        if self.pki is not None and self.client_cert:
+            user = {"client-certificate-data": self.pki.data(self.pki.client_cert),
+                    "client-key-data": self.pki.data(self.pki.client_key)}
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": CONTEXT, "cluster": {"server": self.url}}],
-            "users": [{"name": CONTEXT, "user": {"token": TOKEN}}],
+            "clusters": [{"name": CONTEXT, "cluster": cluster}],
+            "users": [{"name": CONTEXT, "user": user}],
             "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT, "namespace": "default"}}],
             "current-context": CONTEXT,
         }
@@ -128,7 +153,7 @@ class KubeCluster:
         return self._host.call(self._server.store.list, kube_objects.KINDS[kind], namespace)
 
     def pods(self, deployment: str, namespace: str = "default") -> list[dict[str, Any]]:
-        """The pods of a Deployment's ReplicaSets."""
+        """The pods of a Deployment's ReplicaSets, Terminating ones (metadata.deletionTimestamp) included."""
         return [pod for pod in self.list("pod", namespace) if pod["metadata"]["name"].startswith(f"{deployment}-")]
 
     @property
@@ -150,7 +175,7 @@ class KubeCluster:
 
         self._host.call(configure)
         if self._thread is None:
-            self._thread = ControllerThread(self._controllers, self._controller_pass)
+            self._thread = ControllerThread(self._controller_pass, lambda: self._controllers.next_due)
             self._controller_errors = self._thread.errors
             self._server.store.on_change = self._thread.wake
             self._thread.start()
@@ -220,7 +245,11 @@ class KubeCluster:
                     namespace: str = "default") -> None:
         """metrics.k8s.io usage for a pod or every pod of a Deployment; until called, the API is absent (404)."""
 
-        self._host.call(self._server.usage.set, namespace, pod_or_deployment, cpu, memory)
+        def install_and_set() -> None:
+            self._server.install_metrics()
+            self._server.usage.set(namespace, pod_or_deployment, cpu, memory)
+
+        self._host.call(install_and_set)
         if self._thread is not None:
             self._thread.wake()
 

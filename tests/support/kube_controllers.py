@@ -1,9 +1,9 @@
-"""The Deployment, ReplicaSet and HPA controllers (and the kubelet's pod states) the tests need.
+"""The Deployment and ReplicaSet controllers (with the kubelet's pod states, and the HPA controller).
 
 ``Controllers.reconcile`` runs on the API server's loop thread (``KubeApiHost.call``), so one pass
-sees and writes a consistent store, as one controller-manager sync would. A background thread
-calls it on every change and at a bounded tick while pods are due to change; it does nothing while
-the API server is unplugged, as a controller-manager cut off from its API server can do nothing.
+sees and writes a consistent store, as one controller-manager sync would; kube_controller_thread
+drives it (and skips it while the API server is unplugged: a controller-manager cut off from its
+API server can do nothing).
 
 Rolling updates follow the real controller's arithmetic: the new ReplicaSet grows up to
 ``replicas + maxSurge`` pods in total, old ones shrink while at least ``replicas - maxUnavailable``
@@ -15,29 +15,23 @@ re-heals) that template's ReplicaSet.
 from __future__ import annotations
 
 import math
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import kube_objects
 import kube_pod_states
-import kube_quantity
+from kube_hpa_controller import HpaController
 from kube_metrics import PodUsage
-from kube_objects import KINDS, REVISION_ANNOTATION
+from kube_objects import KINDS, REVISION_ANNOTATION, is_ready, owned_by
 from kube_pod_states import FailureMode, PodState
-from kube_store import KubeStore
+from kube_store import KubeStore, clone
 
 DEPLOYMENT, REPLICASET, POD, HPA = KINDS["deployment"], KINDS["replicaset"], KINDS["pod"], KINDS["hpa"]
-MAX_TICK = 0.25
-"""Longest wait between two passes while something is due (pods aging, restarts counting)."""
-MIN_TICK = 0.02
 SETTLE_PASSES = 50
 """Bound on the instant passes that seed an already-rolled-out Deployment."""
 PROGRESS_DEADLINE_PERIODS = 2
 """PROGRESS_DEADLINE: the rollout times out after this many rollout periods without progress."""
-HPA_TOLERANCE = 0.1
-"""The HPA controller's default --horizontal-pod-autoscaler-tolerance."""
 DEFAULT_PROGRESS_DEADLINE = 600
 """spec.progressDeadlineSeconds when a Deployment has none (the API default)."""
 SEEDED = -1e9
@@ -68,15 +62,6 @@ def _revision(obj: dict[str, Any]) -> int:
     return int(obj["metadata"].get("annotations", {}).get(REVISION_ANNOTATION, "0"))
 
 
-def _owned_by(obj: dict[str, Any], owner: dict[str, Any]) -> bool:
-    return any(ref.get("uid") == owner["metadata"]["uid"] for ref in obj["metadata"].get("ownerReferences", []))
-
-
-def _ready(pod: dict[str, Any]) -> bool:
-    return any(cond["type"] == "Ready" and cond["status"] == "True"
-               for cond in pod.get("status", {}).get("conditions", []))
-
-
 @dataclass
 class _Memory:
     """What the controllers remember between passes (the real ones keep it in informer caches)."""
@@ -86,8 +71,9 @@ class _Memory:
     states: dict[str, PodState] = field(default_factory=dict)  # pod uid -> last state written
     rollout_started: dict[str, float] = field(default_factory=dict)  # deployment uid -> time
     stuck: dict[str, int] = field(default_factory=dict)  # deployment uid -> generation left alone
-    hpa_desired: dict[str, int] = field(default_factory=dict)  # hpa uid -> desired replicas
     paused: dict[str, bool] = field(default_factory=dict)  # deployment uid -> seen paused
+    terminating: dict[str, float] = field(default_factory=dict)  # pod uid -> when its deletion began
+    completed: dict[str, float] = field(default_factory=dict)  # ReplicaSet uid -> when its rollout completed
     counts: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # deployment uid -> last counts
     progressed: dict[str, float] = field(default_factory=dict)  # deployment uid -> when counts last moved
     serial: int = 0
@@ -103,19 +89,30 @@ class Controllers:
         self.rollout_seconds = 0.2
         self.only: tuple[str, ...] | None = None
         self.memory = _Memory()
-        self.due = False  # something changes with time alone: keep ticking
+        self.hpa = HpaController(store, usage)
+        self.next_due: float | None = None  # when something changes with time alone (monotonic)
         self._instant = False  # seeding: new pods count as created long ago
 
     # ---- one pass (loop thread) -------------------------------------------------------------------
 
     def reconcile(self, now: float) -> None:
-        self.due = False
-        for deployment in self.store.list(DEPLOYMENT):
-            if self.only is None or deployment["metadata"]["name"] in self.only:
-                self._sync_deployment(deployment, now, instant=False)
-        for hpa in self.store.list(HPA):
-            self._sync_hpa(hpa, now)
-        self._collect_orphans()
+        """One pass over every controlled object; repeats (bounded) while a pass still writes."""
+        self.next_due = None
+        self.store.quiet = True
+        try:
+            for _ in range(SETTLE_PASSES):
+                before = self.store.revision
+                for deployment in self.store.list(DEPLOYMENT):
+                    if self.only is None or deployment["metadata"]["name"] in self.only:
+                        self._sync_deployment(deployment, now, instant=False)
+                for hpa in self.store.list(HPA):
+                    self.hpa.sync(hpa)
+                self._finish_terminations(now)
+                self._collect_orphans()
+                if self.store.revision == before:
+                    return
+        finally:
+            self.store.quiet = False
 
     def settle(self, namespace: str, name: str) -> None:
         """Roll a Deployment out instantly and healthily (it existed, settled, before the test)."""
@@ -143,7 +140,7 @@ class Controllers:
             self.memory.stuck[uid] = generation
             return False
         wrote = False
-        owned = [rs for rs in self.store.list(REPLICASET, namespace) if _owned_by(rs, deployment)]
+        owned = [clone(rs) for rs in self.store.peek(REPLICASET, namespace) if owned_by(rs, deployment)]
         pod_hash = kube_objects.template_hash(deployment["spec"]["template"])
         newest = max((_revision(rs) for rs in owned), default=0)
         new = next((rs for rs in owned if rs["metadata"]["labels"].get("pod-template-hash") == pod_hash), None)
@@ -204,7 +201,7 @@ class Controllers:
         surge, unavailable = rolling_limits(deployment, replicas)
         all_pods = [pod for rs in [new, *old] for pod in self._pods_of(rs)]
         total = sum(rs["spec"]["replicas"] for rs in [new, *old])
-        available = sum(1 for pod in all_pods if _ready(pod))
+        available = sum(1 for pod in all_pods if is_ready(pod))
         targets = {new["metadata"]["uid"]: new["spec"]["replicas"]}
         current = new["spec"]["replicas"]
         if current > replicas:
@@ -215,7 +212,7 @@ class Controllers:
         removable = max(0, available - (replicas - unavailable))
         for rs in old:
             size = rs["spec"]["replicas"]
-            unready = sum(1 for pod in self._pods_of(rs) if not _ready(pod))
+            unready = sum(1 for pod in self._pods_of(rs) if not is_ready(pod))
             cut = min(size, unready + removable)
             removable -= max(0, cut - unready)
             targets[rs["metadata"]["uid"]] = size - cut
@@ -236,7 +233,9 @@ class Controllers:
         return wrote
 
     def _pods_of(self, rs: dict[str, Any]) -> list[dict[str, Any]]:
-        return [pod for pod in self.store.list(POD, rs["metadata"]["namespace"]) if _owned_by(pod, rs)]
+        """The ReplicaSet's active pods (Terminating ones no longer count, as in the controller)."""
+        return [pod for pod in self.store.peek(POD, rs["metadata"]["namespace"])
+                if owned_by(pod, rs) and not pod["metadata"].get("deletionTimestamp")]
 
     def _write_deployment_status(self, deployment: dict[str, Any], new: dict[str, Any], old: list[dict[str, Any]],
                                  pods: dict[str, list[dict[str, Any]]], progress: tuple[str, str] | None,
@@ -247,12 +246,12 @@ class Controllers:
         _, unavailable = rolling_limits(deployment, replicas)
         new_pods = pods[new["metadata"]["uid"]]
         every = [pod for group in pods.values() for pod in group]
-        ready = sum(1 for pod in every if _ready(pod))
+        ready = sum(1 for pod in every if is_ready(pod))
         updated = len(new_pods)
         new_name = new["metadata"]["name"]
         previous = {cond["type"]: cond for cond in deployment.get("status", {}).get("conditions", [])}
         complete = updated == replicas and len(every) == replicas and ready == replicas and all(
-            _ready(pod) for pod in new_pods)
+            is_ready(pod) for pod in new_pods)
         mode = self.memory.modes.get(new["metadata"]["uid"], FailureMode.HEALTHY)
         started = self.memory.rollout_started.get(deployment["metadata"]["uid"], now)
         timed_out = (mode is FailureMode.PROGRESS_DEADLINE and not complete
@@ -264,10 +263,20 @@ class Controllers:
         deadline = deployment["spec"].get("progressDeadlineSeconds", DEFAULT_PROGRESS_DEADLINE)
         timed_out = timed_out or (not complete and now - self.memory.progressed.get(uid, now) >= deadline)
         old_progress = previous.get("Progressing")
+        if progress is not None:
+            self.memory.completed.pop(new["metadata"]["uid"], None)
+        elif complete and new["metadata"]["uid"] not in self.memory.completed:
+            self.memory.completed[new["metadata"]["uid"]] = now
+            if mode is FailureMode.UNSTABLE:
+                self._due_at(now + self.rollout_seconds)  # the first restart, one period after completion
+        # The real controller leaves a completed rollout's condition alone while every pod runs the
+        # new template, even when readiness comes and goes (progress.go, isCompleteDeployment).
+        settled = (progress is None and old_progress is not None and len(every) == updated
+                   and old_progress.get("reason") == "NewReplicaSetAvailable")
         progressing: tuple[bool | None, str, str]
         if progress is not None and progress[0] == "DeploymentPaused":
             progressing = (None, "DeploymentPaused", "Deployment is paused")
-        elif complete:
+        elif complete or settled:
             progressing = (True, "NewReplicaSetAvailable", f'ReplicaSet "{new_name}" has successfully progressed.')
         elif timed_out or (old_progress and old_progress.get("reason") == "ProgressDeadlineExceeded" and not progress):
             progressing = (False, "ProgressDeadlineExceeded", f'ReplicaSet "{new_name}" has timed out progressing.')
@@ -308,8 +317,10 @@ class Controllers:
         for key in ("readyReplicas", "availableReplicas", "updatedReplicas", "replicas"):
             if status[key] == 0:
                 del status[key]  # omitempty in the API types: absent rather than 0
-        if not complete:
-            self.due = True
+        if not complete and not settled and progressing[0] is not False:
+            self._due_at(self.memory.progressed[uid] + deadline)
+            if mode is FailureMode.PROGRESS_DEADLINE:
+                self._due_at(started + PROGRESS_DEADLINE_PERIODS * self.rollout_seconds)
         if status == deployment.get("status"):
             return False
         deployment["status"] = status
@@ -325,9 +336,9 @@ class Controllers:
         wrote = False
         failure = None
         while len(pods) > wanted:
-            victim = min(pods, key=lambda pod: (_ready(pod), -self.memory.born.get(pod["metadata"]["uid"], 0)))
+            victim = min(pods, key=lambda pod: (is_ready(pod), -self.memory.born.get(pod["metadata"]["uid"], 0)))
             pods.remove(victim)
-            self.store.remove(POD, victim["metadata"]["namespace"], victim["metadata"]["name"])
+            self._terminate(clone(victim), now)
             self.store.record_event(rs, "SuccessfulDelete", f"Deleted pod: {victim['metadata']['name']}", False,
                                      "replicaset-controller")
             wrote = True
@@ -348,11 +359,15 @@ class Controllers:
             wrote = True
         for index, pod in enumerate(pods):
             uid = pod["metadata"]["uid"]
-            state = kube_pod_states.state_for(mode, now - self.memory.born.get(uid, now), self.rollout_seconds)
+            age = now - self.memory.born.get(uid, now)
+            completed = self.memory.completed.get(rs["metadata"]["uid"])
+            settled = None if completed is None else now - completed
+            state = kube_pod_states.state_for(mode, age, self.rollout_seconds, settled)
             before = self.memory.states.get(uid)
             if state != before or "conditions" not in pod["status"]:
                 for reason, message, warning, component in kube_pod_states.events_for(pod, before, state):
                     self.store.record_event(pod, reason, message, warning, component)
+                pod = clone(pod)
                 pod["status"] = kube_pod_states.pod_status(pod, state)
                 if state.label == "unschedulable":
                     pod["spec"].pop("nodeName", None)
@@ -361,9 +376,10 @@ class Controllers:
                 pods[index] = self.store.commit(POD, pod)
                 self.memory.states[uid] = state
                 wrote = True
-            if state.label != "running" or mode is FailureMode.UNSTABLE:
-                self.due = True
-        ready = sum(1 for pod in pods if _ready(pod))
+            change = kube_pod_states.next_change(mode, age, self.rollout_seconds, settled)
+            if change is not None:
+                self._due_at(now + change)
+        ready = sum(1 for pod in pods if is_ready(pod))
         status: dict[str, Any] = {"replicas": len(pods), "fullyLabeledReplicas": len(pods), "readyReplicas": ready,
                                   "availableReplicas": ready,
                                   "observedGeneration": rs["metadata"].get("generation", 1)}
@@ -381,136 +397,42 @@ class Controllers:
             wrote = True
         return pods, wrote
 
+    def _terminate(self, pod: dict[str, Any], now: float) -> None:
+        """Delete a pod as the kubelet does: a pod with a running container stays Terminating
+        (deletionTimestamp set) for one rollout period while it stops; one without (pending, image
+        pull or crash loop back-off) has nothing to stop and goes at once."""
+        meta = pod["metadata"]
+        running = any("running" in status.get("state", {}) for status in pod["status"].get("containerStatuses", []))
+        if self._instant or not running:
+            self.store.remove(POD, meta["namespace"], meta["name"])
+            return
+        meta["deletionTimestamp"] = kube_objects.now()
+        meta["deletionGracePeriodSeconds"] = pod["spec"].get("terminationGracePeriodSeconds", 30)
+        self.store.commit(POD, pod)
+        self.memory.terminating[meta["uid"]] = now
+        for container in pod["spec"].get("containers", []):
+            self.store.record_event(pod, "Killing", f"Stopping container {container['name']}", False, "kubelet")
+
+    def _finish_terminations(self, now: float) -> None:
+        for pod in self.store.peek(POD):
+            since = self.memory.terminating.get(pod["metadata"]["uid"])
+            if since is None:
+                continue
+            if now - since >= self.rollout_seconds:
+                self.store.remove(POD, pod["metadata"]["namespace"], pod["metadata"]["name"])
+                del self.memory.terminating[pod["metadata"]["uid"]]
+            else:
+                self._due_at(since + self.rollout_seconds)
+
+    def _due_at(self, moment: float) -> None:
+        self.next_due = moment if self.next_due is None else min(self.next_due, moment)
+
     def _collect_orphans(self) -> None:
         """The garbage collector: ReplicaSets of deleted Deployments and pods of deleted ReplicaSets go."""
         owners = {obj["metadata"]["uid"] for kind in (DEPLOYMENT, REPLICASET)
-                  for obj in self.store.list(kind)}
+                  for obj in self.store.peek(kind)}
         for kind in (REPLICASET, POD):
-            for obj in self.store.list(kind):
+            for obj in self.store.peek(kind):
                 refs = obj["metadata"].get("ownerReferences", [])
                 if refs and not any(ref["uid"] in owners for ref in refs):
                     self.store.remove(kind, obj["metadata"]["namespace"], obj["metadata"]["name"])
-
-    # ---- HPA --------------------------------------------------------------------------------------
-
-    def _sync_hpa(self, hpa: dict[str, Any], now: float) -> None:
-        spec, meta = hpa["spec"], hpa["metadata"]
-        target_ref = spec.get("scaleTargetRef", {})
-        deployment = self.store.get(DEPLOYMENT, meta["namespace"], target_ref.get("name", ""))
-        previous = {cond["type"]: cond for cond in hpa.get("status", {}).get("conditions", [])}
-        low, high = spec.get("minReplicas", 1), spec["maxReplicas"]
-        if deployment is None:
-            status = dict(hpa.get("status", {}))
-            status["conditions"] = [kube_objects.condition(
-                "AbleToScale", False, "FailedGetScale",
-                f'the HPA controller was unable to get the target\'s current scale: deployments/scale.apps '
-                f'"{target_ref.get("name")}" not found', previous.get("AbleToScale"), workload=False)]
-            status["conditions"][0].pop("lastProbeTime")
-            self._write_hpa_status(hpa, status)
-            return
-        current = deployment["spec"].get("replicas", 1)
-        desired = self.memory.hpa_desired.get(meta["uid"], current)
-        utilization = self._cpu_utilization(deployment)
-        target = next((metric["resource"]["target"].get("averageUtilization") for metric in spec.get("metrics", [])
-                       if metric.get("type") == "Resource" and metric["resource"].get("name") == "cpu"), None)
-        if utilization is not None and target:
-            ratio = utilization / target
-            if abs(ratio - 1) > HPA_TOLERANCE:
-                desired = math.ceil(desired * ratio)
-        bounded = min(max(desired, low), high)
-        self.memory.hpa_desired[meta["uid"]] = bounded
-        status = dict(hpa.get("status", {}))
-        if bounded != current:
-            deployment["spec"]["replicas"] = bounded
-            self.store.commit(DEPLOYMENT, deployment)
-            status["lastScaleTime"] = kube_objects.now()
-        status["currentReplicas"] = deployment.get("status", {}).get("replicas", current)
-        status["desiredReplicas"] = bounded
-        status["observedGeneration"] = meta.get("generation", 1)
-        if utilization is not None:
-            status["currentMetrics"] = [{"type": "Resource", "resource": {
-                "name": "cpu", "current": {"averageUtilization": round(utilization)}}}]
-        limited = "TooFewReplicas" if desired < low else "TooManyReplicas" if desired > high else None
-        conditions = [
-            kube_objects.condition("AbleToScale", True, "ReadyForNewScale",
-                                   "recommended size matches current size", previous.get("AbleToScale"), False),
-            kube_objects.condition("ScalingActive", utilization is not None,
-                                   "ValidMetricFound" if utilization is not None else "FailedGetResourceMetric",
-                                   "the HPA was able to successfully calculate a replica count from cpu resource "
-                                   "utilization (percentage of request)" if utilization is not None else
-                                   "the HPA was unable to compute the replica count: failed to get cpu utilization",
-                                   previous.get("ScalingActive"), False),
-            kube_objects.condition("ScalingLimited", limited is not None, limited or "DesiredWithinRange",
-                                   "the desired replica count is outside the allowed range" if limited else
-                                   "the desired count is within the acceptable range",
-                                   previous.get("ScalingLimited"), False),
-        ]
-        for cond in conditions:
-            cond.pop("lastProbeTime")
-        status["conditions"] = conditions
-        self._write_hpa_status(hpa, status)
-        del now
-
-    def _write_hpa_status(self, hpa: dict[str, Any], status: dict[str, Any]) -> None:
-        if status != hpa.get("status"):
-            hpa["status"] = status
-            self.store.commit(HPA, hpa)
-
-    def _cpu_utilization(self, deployment: dict[str, Any]) -> float | None:
-        """Average CPU usage of the Deployment's running pods in percent of their requests (set_metrics)."""
-        shares = []
-        for pod in self._pods_of_deployment(deployment):
-            usage = self.usage.of(self.store, pod)
-            request = sum(cpu_millis(container.get("resources", {}).get("requests", {}).get("cpu", "0"))
-                          for container in pod["spec"].get("containers", []))
-            if usage is None or request <= 0 or pod["status"].get("phase") != "Running":
-                continue
-            shares.append(100 * cpu_millis(usage.get("cpu", "0")) / request)
-        return sum(shares) / len(shares) if shares else None
-
-    def _pods_of_deployment(self, deployment: dict[str, Any]) -> list[dict[str, Any]]:
-        namespace = deployment["metadata"]["namespace"]
-        sets = [rs for rs in self.store.list(REPLICASET, namespace) if _owned_by(rs, deployment)]
-        return [pod for rs in sets for pod in self._pods_of(rs)]
-
-
-def cpu_millis(quantity: str) -> float:
-    """A CPU quantity ("250m", "1", "0.5", "100000n") in millicores."""
-    return float(kube_quantity.value(quantity) * 1000)
-
-
-class ControllerThread:
-    """Runs ``Controllers.reconcile`` on every store change and at a bounded tick while something is due."""
-
-    def __init__(self, controllers: Controllers, run_pass: Any) -> None:
-        self.controllers = controllers
-        self._run_pass = run_pass
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="kube-controllers", daemon=True)
-        self.errors: list[BaseException] = []
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    def stop(self, timeout: float) -> None:
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(timeout)
-
-    @property
-    def tick(self) -> float:
-        return min(MAX_TICK, max(MIN_TICK, self.controllers.rollout_seconds / 4))
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._wake.clear()
-            try:
-                self._run_pass()
-            except Exception as exc:  # noqa: BLE001 - kept for the test to see, the loop goes on
-                self.errors.append(exc)
-            self._wake.wait(self.tick if self.controllers.due else MAX_TICK)
-            time.sleep(0)  # yields the GIL between passes

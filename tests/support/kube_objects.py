@@ -146,6 +146,17 @@ def hpa(name: str, namespace: str, target: str, min_replicas: int, max_replicas:
     }
 
 
+def owned_by(obj: dict[str, Any], owner: dict[str, Any]) -> bool:
+    """Whether ``owner`` is among ``obj``'s ownerReferences (by uid, as the garbage collector reads them)."""
+    return any(ref.get("uid") == owner["metadata"]["uid"] for ref in obj["metadata"].get("ownerReferences", []))
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    """Whether the pod's Ready condition is True."""
+    return any(cond["type"] == "Ready" and cond["status"] == "True"
+               for cond in pod.get("status", {}).get("conditions", []))
+
+
 def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": owner["apiVersion"],

@@ -41,8 +41,13 @@ class PodState:
     restarts: int = 0
 
 
-def state_for(mode: FailureMode, age: float, rollout_seconds: float) -> PodState:
-    """The state of a pod ``age`` seconds old whose ReplicaSet was made under ``mode``."""
+def state_for(mode: FailureMode, age: float, rollout_seconds: float, settled: float | None = None) -> PodState:
+    """The state of a pod ``age`` seconds old whose ReplicaSet was made under ``mode``.
+
+    ``settled``: seconds since the rollout of the pod's ReplicaSet completed (None: not yet). An
+    UNSTABLE pod stays ready until one period after that, then loses readiness with a container
+    restart for one period, is ready again for one, and so on: all of the ReplicaSet's pods together.
+    """
     if mode is FailureMode.UNSCHEDULABLE:
         return PodState("unschedulable", False)
     if age < rollout_seconds:
@@ -54,10 +59,25 @@ def state_for(mode: FailureMode, age: float, rollout_seconds: float) -> PodState
         return PodState("errimagepull" if cycles % 2 == 0 else "imagepullbackoff", False)
     if mode is FailureMode.PROGRESS_DEADLINE:
         return PodState("unready", False)
-    if mode is FailureMode.UNSTABLE:
-        # Ready for one period, then a container restart and a period without readiness, and so on.
-        return PodState("running" if cycles % 2 == 0 else "restarted", cycles % 2 == 0, restarts=(cycles + 1) // 2)
+    if mode is FailureMode.UNSTABLE and settled is not None and settled >= rollout_seconds > 0:
+        phase = int((settled - rollout_seconds) / rollout_seconds)
+        if phase % 2 == 0:
+            return PodState("restarted", False, restarts=phase // 2 + 1)
+        return PodState("running", True, restarts=(phase + 1) // 2)
     return PodState("running", True)
+
+
+def next_change(mode: FailureMode, age: float, rollout_seconds: float, settled: float | None = None) -> float | None:
+    """Seconds until ``state_for`` changes for a pod of this age, or None if only an event can change it."""
+    if mode is FailureMode.UNSCHEDULABLE or rollout_seconds <= 0:
+        return None
+    if age < rollout_seconds:
+        return rollout_seconds - age
+    if mode in (FailureMode.CRASHLOOP, FailureMode.IMAGE_PULL):
+        return rollout_seconds - (age - rollout_seconds) % rollout_seconds
+    if mode is FailureMode.UNSTABLE and settled is not None:
+        return rollout_seconds - settled % rollout_seconds
+    return None
 
 
 def _pod_ref(pod: dict[str, Any]) -> str:

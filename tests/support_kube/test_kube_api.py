@@ -413,3 +413,26 @@ def test_restricted_to_the_deploy_role_only_its_verbs_are_allowed(cluster: KubeC
     assert answer["status"]["allowed"] is False
     cluster.restrict_to_role(None)
     assert api.request("DELETE", WEB).status_code == 200
+
+
+def test_namespaces_are_readable(cluster: KubeCluster, api) -> None:
+    cluster.add_deployment("web", namespace="shop")
+    listed = api.get("/api/v1/namespaces").json()
+    assert listed["kind"] == "NamespaceList"
+    assert {"default", "kube-system", "shop"} <= {item["metadata"]["name"] for item in listed["items"]}
+    assert api.get("/api/v1/namespaces/shop").json()["status"] == {"phase": "Active"}
+    missing = api.get("/api/v1/namespaces/nowhere")
+    assert missing.status_code == 404 and missing.json()["reason"] == "NotFound"
+
+
+def test_the_metrics_api_group_is_discoverable_only_once_installed(cluster: KubeCluster, api) -> None:
+    def groups() -> set[str]:
+        return {group["name"] for group in api.get("/apis").json()["groups"]}
+
+    assert "metrics.k8s.io" not in groups()
+    assert api.get("/apis/metrics.k8s.io/v1beta1").status_code == 404
+    assert "apps" in groups()
+    cluster.set_metrics("web")
+    assert "metrics.k8s.io" in groups()
+    resources = api.get("/apis/metrics.k8s.io/v1beta1").json()["resources"]
+    assert {(item["name"], item["kind"]) for item in resources} >= {("pods", "PodMetrics")}

@@ -7,6 +7,9 @@ JSON schema of the Kubernetes API (kubernetes-validate), so a misspelt field fai
 
 from __future__ import annotations
 
+import json
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -172,6 +175,8 @@ def test_an_image_that_cannot_be_pulled_alternates_err_image_pull_and_back_off(w
 
 
 def test_an_unstable_rollout_completes_then_loses_readiness_with_a_restart(web: KubeCluster, api) -> None:
+    api.patch(WEB, {"spec": {"replicas": 4}})  # pods of several surge steps: all ready together first
+    wait_until(lambda: rolled_out(web, 2), WAIT, what="four replicas")
     web.set_mode(FailureMode.UNSTABLE)
     generation = new_cpu(api, "250m")
     wait_until(lambda: rolled_out(web, generation), WAIT, what="rollout complete")
@@ -185,6 +190,9 @@ def test_an_unstable_rollout_completes_then_loses_readiness_with_a_restart(web: 
 
     wait_until(restarted_unready, WAIT, what="a restarted, unready pod")
     wait_until(lambda: bool(events(web, "Unhealthy")), WAIT, what="a readiness probe failure event")
+    # As the real controller does, a completed rollout stays "successfully progressed" meanwhile.
+    progressing = conditions(web.get("deployment", "web"))["Progressing"]
+    assert (progressing["status"], progressing["reason"]) == ("True", "NewReplicaSetAvailable")
 
 
 def test_a_stuck_controller_never_observes_the_new_generation(web: KubeCluster, api) -> None:
@@ -289,3 +297,40 @@ def test_repeated_events_are_counted_not_duplicated(web: KubeCluster, api) -> No
     wait_until(counted, WAIT, what="a BackOff event counted twice")
     keys = [(event["involvedObject"]["uid"], event["reason"], event["message"]) for event in web.list("event")]
     assert len(keys) == len(set(keys))
+
+
+def test_replaced_running_pods_are_terminating_before_they_go(web: KubeCluster, api) -> None:
+    since = web.get("deployment", "web")["metadata"]["resourceVersion"]
+    old_pods = {pod["metadata"]["name"] for pod in web.pods("web")}
+    generation = new_cpu(api, "250m")
+    wait_until(lambda: rolled_out(web, generation), WAIT, what="rollout complete")
+    wait_until(lambda: not old_pods & {pod["metadata"]["name"] for pod in web.pods("web")}, WAIT, what="old pods gone")
+    params = {"watch": "true", "resourceVersion": since, "timeoutSeconds": "1"}
+    stream = api.get("/api/v1/namespaces/default/pods", params=params, stream=True)
+    seen: dict[str, list[str]] = {}
+    for line in stream.iter_lines():
+        if line:
+            event = json.loads(line)
+            meta = event["object"]["metadata"]
+            if meta["name"] in old_pods:
+                seen.setdefault(meta["name"], []).append(
+                    "terminating" if event["type"] == "MODIFIED" and meta.get("deletionTimestamp") else event["type"])
+    assert {name: steps[-2:] for name, steps in seen.items()} == {name: ["terminating", "DELETED"] for name in old_pods}
+
+
+def test_controllers_do_nothing_while_the_api_server_is_down(web: KubeCluster) -> None:
+    web.down()
+    web.add_hpa("web", "web", min_replicas=3, max_replicas=5)
+    time.sleep(1.0)  # several controller ticks: a controller cut off from its API server acts on nothing
+    assert web.get("deployment", "web")["spec"]["replicas"] == 2
+    web.up()
+    wait_until(lambda: web.get("deployment", "web")["spec"]["replicas"] == 3, WAIT, what="the HPA acts after up")
+
+
+def test_stop_leaves_no_thread_behind(tmp_path) -> None:
+    cluster = KubeCluster.start(tmp_path)
+    cluster.add_deployment("web")
+    cluster.controller(FailureMode.HEALTHY, rollout_seconds=ROLLOUT)
+    cluster.stop()
+    cluster.stop()  # idempotent
+    assert [thread.name for thread in threading.enumerate() if thread.name.startswith("kube-")] == []
