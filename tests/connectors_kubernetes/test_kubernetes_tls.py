@@ -15,7 +15,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from k8s_objects import WEB_CONTAINER, connector_config
+from kube_cluster import FailureMode, KubeCluster
 
+from servo_actors.connectors.base import Control
+from servo_actors.connectors.kubernetes import KubernetesConnector
 from servo_actors.connectors.kubernetes.client import VERSION_PATH, KubeClient, KubeUnreachable
 from servo_actors.connectors.kubernetes.kubeconfig import from_kubeconfig
 
@@ -160,3 +164,21 @@ def test_tls_server_name_checks_the_certificate_against_that_name(pki: Path, nam
         assert by_name.get(VERSION_PATH)["client"] == "servo"
     finally:
         by_name.close()
+
+
+@pytest.mark.parametrize("client_cert", [False, True], ids=["token", "client-certificate"])
+def test_check_describe_and_adjust_over_https(tmp_path: Path, progress, client_cert: bool) -> None:
+    """The whole connector (watches included) against the emulated cluster served over https."""
+    cluster = KubeCluster.start(tmp_path / "cluster", tls=True, client_cert=client_cert)
+    try:
+        cluster.add_deployment("web", containers=[WEB_CONTAINER], replicas=2)
+        cluster.controller(FailureMode.HEALTHY, rollout_seconds=0.2)
+        assert cluster.url.startswith("https://")
+        connector = KubernetesConnector("k8s", connector_config(cluster, settlement="1s"))
+        results = connector.check()
+        assert all(r["success"] for r in results), results
+        assert connector.describe()["components"]["web"]["settings"]["cpu"]["value"] == 0.5
+        result = connector.adjust({"web": {"settings": {"cpu": {"value": 1.5}}}}, Control(), progress)
+        assert result["web"]["settings"]["cpu"]["value"] == 1.5
+    finally:
+        cluster.stop()
