@@ -134,6 +134,7 @@ class RolloutWatcher:
     def _wait_one(self, name: str, deadline: float, timeout: float, report: Report) -> None:
         status: RolloutStatus | None = None
         trouble: KubeError | None = None
+        gone = 0  # 410s in a row: the first is answered by a fresh read at once, more are paced
         while True:
             remaining = deadline - self.clock()
             if remaining <= 0:
@@ -169,11 +170,15 @@ class RolloutWatcher:
                         status = self._judge(name, obj, report)
                         if status.done:
                             return
+                gone = 0  # the watch ran its course
             except KubeApiError as exc:
                 if exc.status == 404:
-                    raise RolloutFailed(name, Diagnosis("failed", "deployment-missing", str(exc))) from None
-                if exc.status == 410:
-                    continue  # the watch's resourceVersion is too old: read again
+                    raise RolloutFailed(name, Diagnosis("failed", "not-found", str(exc))) from None
+                if exc.status == 410:  # the watch's resourceVersion is too old: read again
+                    gone += 1
+                    if gone > 1:
+                        self.sleep(max(0.0, min(RETRY_INTERVAL, deadline - self.clock())))
+                    continue
                 if exc.status < 500 and exc.status != 429:
                     raise RolloutFailed(name, Diagnosis("failed", "kubernetes-error", str(exc))) from None
                 trouble = exc
