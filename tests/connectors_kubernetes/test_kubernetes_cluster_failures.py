@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 
 import pytest
+from k8s_objects import WEB_CONFIG, WEB_CONTAINER
 from kube_cluster import FailureMode
 from waiting import wait_until
 
@@ -210,3 +212,23 @@ def test_pods_of_the_replaced_template_are_not_blamed_before_the_controller_sees
         connector.adjust({"web": {"settings": {"cpu": {"value": 1}}}}, Control(), progress)
     assert (caught.value.status, caught.value.reason) == ("failed", "timeout"), caught.value.message
     assert "waiting for the controller to see generation" in caught.value.message
+
+
+def test_every_deployment_of_a_failed_adjustment_is_rolled_back(cluster, make_connector, progress) -> None:
+    cluster.add_deployment(
+        "api", replicas=1, containers=[{**copy.deepcopy(WEB_CONTAINER), "image": "registry.example/api:1"}]
+    )
+    api = {**copy.deepcopy(WEB_CONFIG), "name": "api"}
+    connector = make_connector(deployments=[WEB_CONFIG, api])
+    cluster.set_mode(FailureMode.IMAGE_PULL)
+    with pytest.raises(ConnectorFailure) as caught:
+        connector.adjust(
+            {"web": {"settings": {"cpu": {"value": 2}}}, "api": {"settings": {"memory": {"value": 2}}}},
+            Control(),
+            progress,
+        )
+    assert caught.value.reason == "image-pull-failed"
+    assert "Rolled web, api back to the previous settings, which are healthy again." in caught.value.message
+    assert _resources(cluster) == ORIGINAL
+    api_resources = cluster.get("deployment", "api")["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert api_resources == ORIGINAL

@@ -47,6 +47,9 @@ WATCH_WINDOW = 2.0
 RETRY_INTERVAL = 1.0
 """Seconds between attempts while the API server cannot be reached during a wait."""
 
+EVENTS_LIMIT = 500
+"""At most this many Warning events of the namespace are read to explain a failure."""
+
 Report = Callable[[float, str], None]
 """``report(fraction 0-1, message)``."""
 
@@ -246,9 +249,8 @@ class RolloutWatcher:
         events = None
         if with_events and pods:
             try:
-                events = self.client.get(events_path(self.namespace), {"fieldSelector": "type=Warning"}).get(
-                    "items"
-                )
+                query = {"fieldSelector": "type=Warning", "limit": str(EVENTS_LIMIT)}
+                events = self.client.get(events_path(self.namespace), query).get("items")
             except KubeError:
                 events = None  # events only add detail; a cluster may forbid or drop them
         return diagnose_pods(pods, events)
