@@ -7,7 +7,6 @@ end) and reopens on the same port on ``plug()``; the store lives in the handler 
 from __future__ import annotations
 
 import asyncio
-import socket
 import ssl
 import threading
 from collections.abc import Callable
@@ -22,12 +21,6 @@ CALL_TIMEOUT = 10.0
 THREAD_JOIN_TIMEOUT = 10.0
 
 T = TypeVar("T")
-
-
-def free_loopback_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class _TlsServer(aiohttp.test_utils.RawTestServer):
@@ -54,7 +47,7 @@ class KubeApiHost:
     def __init__(self, handler: EmulatedApiServer, tls: ssl.SSLContext | None = None) -> None:
         self.handler = handler
         self.tls = tls
-        self.port = free_loopback_port()
+        self.port: int | None = None  # chosen by the first listen (port 0), kept for every later one
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="kube-apiserver", daemon=True)
         self._listener: kmock.Server | None = None
@@ -112,6 +105,7 @@ class KubeApiHost:
         options: dict[str, Any] = {} if self.tls is None else {"server_cls": _tls_server_class(self.tls)}
         listener = kmock.Server(self.handler, host="127.0.0.1", port=self.port, user_agent="", **options)
         await listener.__aenter__()
+        self.port = listener.port
         self._listener = listener
 
     async def _stop_listening(self) -> None:

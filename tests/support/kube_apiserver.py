@@ -162,13 +162,13 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
         try:
             return await self._dispatch(request, kind, verb)
         except kube_selectors.SelectorError as exc:
-            return failure(400, "BadRequest", f"unable to parse requirement: {exc}")
+            return failure(400, "BadRequest", str(exc))
 
     async def _dispatch(self, request: kmock.Request, kind: Kind, verb: str) -> aiohttp.web.StreamResponse:
         if verb == "watch":
             return await kube_watch.serve_watch(self.store, request._raw_request,  # as kmock's own streaming does
                                                 kind, request.namespace, request.params,
-                                                self._selected(request), self._closing)
+                                                self._selected(request, kind), self._closing)
         if verb == "list":
             return self._serve_list(request, kind)
         if request.subresource == "scale":
@@ -197,9 +197,9 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
     def _not_found(self, kind: Kind, name: str) -> aiohttp.web.Response:
         return failure(404, "NotFound", f'{kind.qualified} "{name}" not found', _details(kind, name))
 
-    def _selected(self, request: kmock.Request) -> Callable[[dict[str, Any]], bool]:
+    def _selected(self, request: kmock.Request, kind: Kind) -> Callable[[dict[str, Any]], bool]:
         by_label = kube_selectors.label_matcher(request.params.get("labelSelector"))
-        by_field = kube_selectors.field_matcher(request.params.get("fieldSelector"))
+        by_field = kube_selectors.field_matcher(request.params.get("fieldSelector"), kind.field_selectors)
         name = request.name
 
         def selected(obj: dict[str, Any]) -> bool:
@@ -210,7 +210,7 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
     # ---- reads ------------------------------------------------------------------------------------
 
     def _serve_list(self, request: kmock.Request, kind: Kind) -> aiohttp.web.Response:
-        selected = self._selected(request)
+        selected = self._selected(request, kind)
         items = [obj for obj in self.store.list(kind, request.namespace) if selected(obj)]
         items.sort(key=lambda obj: (obj["metadata"]["namespace"], obj["metadata"]["name"]))
         metadata: dict[str, Any] = {"resourceVersion": str(self.store.revision)}
@@ -241,9 +241,10 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
             return failure(403, "Forbidden", self.access.forbidden_message(verb, "pods", METRICS_GROUP, request.name,
                                                                            request.namespace))
         try:
-            items = self.usage.pod_metrics(self.store, request.namespace, self._selected(request))
+            items = self.usage.pod_metrics(self.store, request.namespace,
+                                           self._selected(request, kube_objects.KINDS["pod"]))
         except kube_selectors.SelectorError as exc:
-            return failure(400, "BadRequest", f"unable to parse requirement: {exc}")
+            return failure(400, "BadRequest", str(exc))
         if request.name:
             if not items:
                 return failure(404, "NotFound", f'podmetrics.metrics.k8s.io "{request.name}" not found')

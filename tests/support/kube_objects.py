@@ -31,6 +31,8 @@ class Kind:
     plural: str
     kind: str
     has_status: bool = True
+    field_selectors: tuple[str, ...] = ()
+    """Fields besides metadata.name/namespace the server filters on (its field label conversion funcs)."""
 
     @property
     def api_version(self) -> str:
@@ -50,10 +52,15 @@ KINDS = {
     kind.short: kind
     for kind in (
         Kind("deployment", "apps", "v1", "deployments", "Deployment"),
-        Kind("replicaset", "apps", "v1", "replicasets", "ReplicaSet"),
-        Kind("pod", "", "v1", "pods", "Pod"),
+        Kind("replicaset", "apps", "v1", "replicasets", "ReplicaSet", field_selectors=("status.replicas",)),
+        Kind("pod", "", "v1", "pods", "Pod", field_selectors=(
+            "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+            "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName")),
         Kind("hpa", "autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler"),
-        Kind("event", "", "v1", "events", "Event", has_status=False),
+        Kind("event", "", "v1", "events", "Event", has_status=False, field_selectors=(
+            "involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
+            "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
+            "reason", "reportingComponent", "source", "type")),
     )
 }
 KINDS_BY_URL = {(kind.group, kind.version, kind.plural): kind for kind in KINDS.values()}
@@ -78,8 +85,11 @@ def safe_suffix(seed: str, length: int) -> str:
 
 
 def template_hash(template: dict[str, Any]) -> str:
-    """The pod-template-hash label: stable for equal templates, as the deployment controller's."""
-    return safe_suffix(json.dumps(template, sort_keys=True), 10)
+    """The pod-template-hash label: equal for templates equal but for that label (the controller's
+    EqualIgnoreHash), so a rollback that copies a ReplicaSet's template finds that ReplicaSet."""
+    bare = copy.deepcopy(template)
+    ((bare.get("metadata") or {}).get("labels") or {}).pop("pod-template-hash", None)
+    return safe_suffix(json.dumps(bare, sort_keys=True), 10)
 
 
 def default_container(container: dict[str, Any]) -> dict[str, Any]:

@@ -42,12 +42,12 @@ def _requirement(term: str) -> Requirement:
         if operator is None:
             return (lambda labels: key not in labels) if negated else (lambda labels: key in labels)
         if negated:
-            raise SelectorError(f"unable to parse requirement {term.strip()!r}")
+            raise SelectorError(f"unable to parse requirement: {term.strip()!r}")
         allowed = {value.strip() for value in values.split(",") if value.strip()}
         if operator == "in":
             return lambda labels: labels.get(key) in allowed
         return lambda labels: labels.get(key) not in allowed
-    raise SelectorError(f"unable to parse requirement {term.strip()!r}")
+    raise SelectorError(f"unable to parse requirement: {term.strip()!r}")
 
 
 def label_matcher(selector: str | None) -> Callable[[Mapping[str, Any]], bool]:
@@ -61,20 +61,33 @@ def label_matcher(selector: str | None) -> Callable[[Mapping[str, Any]], bool]:
     return matches
 
 
-def field_matcher(selector: str | None) -> Callable[[Mapping[str, Any]], bool]:
-    """A predicate for the field selectors every resource supports (metadata.name, metadata.namespace)."""
+COMMON_FIELDS = ("metadata.name", "metadata.namespace")
+"""The field selectors every resource supports."""
+FIELD_ALIASES = {"source": "source.component"}
+"""Event field selectors whose label is not the field's path."""
+
+
+def field_matcher(selector: str | None, supported: tuple[str, ...] = ()) -> Callable[[Mapping[str, Any]], bool]:
+    """A predicate for ``fieldSelector``: equality on the common fields and the kind's ``supported`` ones."""
     checks: list[tuple[str, str, str]] = []
     for term in _split_terms(selector or ""):
         match = _EQUALITY_FORM.match(term)
         if match is None:
             raise SelectorError(f"invalid field selector {term.strip()!r}")
         field, operator, value = match.groups()
-        if field not in ("metadata.name", "metadata.namespace"):
+        if field not in COMMON_FIELDS + supported:
             raise SelectorError(f'field label not supported: "{field}"')
-        checks.append((field.split(".", 1)[1], operator, value))
+        checks.append((FIELD_ALIASES.get(field, field), operator, value))
 
     def matches(obj: Mapping[str, Any]) -> bool:
-        metadata = obj.get("metadata") or {}
-        return all((metadata.get(field) == value) != (operator == "!=") for field, operator, value in checks)
+        return all((_text_at(obj, path) == value) != (operator == "!=") for path, operator, value in checks)
 
     return matches
+
+
+def _text_at(obj: Mapping[str, Any], path: str) -> str:
+    """The field at a dotted path as the server compares it: a string, "" when absent."""
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return "" if value is None else str(value)

@@ -436,3 +436,17 @@ def test_the_metrics_api_group_is_discoverable_only_once_installed(cluster: Kube
     assert "metrics.k8s.io" in groups()
     resources = api.get("/apis/metrics.k8s.io/v1beta1").json()["resources"]
     assert {(item["name"], item["kind"]) for item in resources} >= {("pods", "PodMetrics")}
+
+
+def test_events_and_pods_filter_on_their_own_field_selectors(cluster: KubeCluster, api) -> None:
+    cluster.add_deployment("web")
+    pod = cluster.pods("web")[0]["metadata"]["name"]
+    about_pod = api.get("/api/v1/namespaces/default/events",
+                        params={"fieldSelector": f"involvedObject.name={pod},involvedObject.kind=Pod"}).json()
+    assert about_pod["items"] and {event["involvedObject"]["name"] for event in about_pod["items"]} == {pod}
+    normal = api.get("/api/v1/namespaces/default/events", params={"fieldSelector": "type=Warning"}).json()
+    assert normal["items"] == []
+    running = api.get("/api/v1/namespaces/default/pods", params={"fieldSelector": "status.phase=Running"}).json()
+    assert len(running["items"]) == 2
+    refused = api.get(DEPLOYMENTS, params={"fieldSelector": "spec.replicas=2"})
+    assert refused.status_code == 400 and 'field label not supported: "spec.replicas"' in refused.json()["message"]

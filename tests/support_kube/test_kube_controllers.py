@@ -334,3 +334,15 @@ def test_stop_leaves_no_thread_behind(tmp_path) -> None:
     cluster.stop()
     cluster.stop()  # idempotent
     assert [thread.name for thread in threading.enumerate() if thread.name.startswith("kube-")] == []
+
+
+def test_a_rollback_to_a_replicasets_own_template_finds_that_replicaset(web: KubeCluster, api) -> None:
+    first = web.list("replicaset")[0]
+    generation = new_cpu(api, "250m")
+    wait_until(lambda: rolled_out(web, generation), WAIT, what="second revision")
+    template = first["spec"]["template"]  # with its pod-template-hash label, as a careless rollback copies it
+    back = api.patch(WEB, {"spec": {"template": template}}, "application/merge-patch+json").json()
+    wait_until(lambda: rolled_out(web, back["metadata"]["generation"]), WAIT, what="rollback complete")
+    assert len(web.list("replicaset")) == 2
+    assert web.get("replicaset", first["metadata"]["name"])["metadata"]["annotations"][
+        "deployment.kubernetes.io/revision"] == "3"
