@@ -8,7 +8,7 @@ import pytest
 from k8s_objects import WEB_CONFIG
 
 from servo_actors.connectors.base import ConnectorFailure, Control
-from servo_actors.connectors.kubernetes.client import KubeClient, deployment_path
+from servo_actors.connectors.kubernetes.client import KubeApiError, KubeClient, deployment_path
 from servo_actors.connectors.kubernetes.kubeconfig import resolve_access
 
 STRATEGIC = "application/strategic-merge-patch+json"
@@ -105,16 +105,17 @@ def test_a_conflict_that_never_ends_is_a_clear_failure(cluster, make_connector, 
     assert "409" in caught.value.message
 
 
-def test_a_stale_resource_version_is_refused_by_the_server_then_retried(
+def test_the_resource_version_precondition_is_real_and_the_next_adjust_reads_afresh(
     cluster, make_connector, progress
 ) -> None:
-    """A write between our read and our patch (a real race, not an armed 409) is survived too."""
+    """A patch carrying an outdated resourceVersion is refused (so the connector's precondition
+    protects a concurrent writer's change), and the connector's own read is never stale."""
     connector = make_connector()
     client = KubeClient(resolve_access(str(cluster.kubeconfig), None), 5)
     stale = cluster.get("deployment", "web")["metadata"]["resourceVersion"]
     try:
         client.patch(deployment_path("default", "web"), {"metadata": {"labels": {"touched": "yes"}}})
-        with pytest.raises(Exception, match="409"):
+        with pytest.raises(KubeApiError, match="409"):
             client.patch(
                 deployment_path("default", "web"),
                 {"metadata": {"resourceVersion": stale}, "spec": {"replicas": 5}},
