@@ -251,3 +251,17 @@ def test_a_paused_deployment_is_refused_before_any_write_and_fails_its_check(
     assert len(cluster.patch_log) == writes
     check = {r["name"]: r for r in connector.check()}["deployment web"]
     assert not check["success"] and "paused" in check["message"]
+
+
+def test_resources_of_an_hpa_controlled_deployment_roll_out_without_touching_replicas(
+    cluster, make_connector, progress
+) -> None:
+    cluster.add_hpa("web-hpa", "web", min_replicas=3, max_replicas=6)
+    connector = _hpa_connector(make_connector)
+    result = connector.adjust({"web": {"settings": {"cpu": {"value": 1.25}}}}, Control(), progress)
+    assert _settings(result)["cpu"] == 1.25
+    [(_, _, body, _)] = _writes(cluster)
+    assert "replicas" not in body["spec"]
+    deployment = cluster.get("deployment", "web")
+    assert deployment["spec"]["replicas"] >= 3  # the HPA's floor, kept by its controller
+    assert deployment["status"]["updatedReplicas"] == deployment["spec"]["replicas"]
