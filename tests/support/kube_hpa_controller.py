@@ -18,6 +18,12 @@ from kube_objects import KINDS, owned_by
 from kube_store import KubeStore
 
 DEPLOYMENT, REPLICASET, POD, HPA = KINDS["deployment"], KINDS["replicaset"], KINDS["pod"], KINDS["hpa"]
+LIMITED_MESSAGES = {
+    "TooFewReplicas": "the desired replica count is less than the minimum replica count",
+    "TooManyReplicas": "the desired replica count is more than the maximum replica count",
+    None: "the desired count is within the acceptable range",
+}
+"""ScalingLimited's messages, as the HPA controller writes them."""
 HPA_TOLERANCE = 0.1
 """The HPA controller's default --horizontal-pod-autoscaler-tolerance."""
 
@@ -62,6 +68,9 @@ class HpaController:
             deployment["spec"]["replicas"] = bounded
             self.store.commit(DEPLOYMENT, deployment)
             status["lastScaleTime"] = kube_objects.now()
+            self.store.record_event(hpa, "SuccessfulRescale",
+                                    f"New size: {bounded}; reason: {_rescale_reason(bounded, current, low, high)}",
+                                    False, "horizontal-pod-autoscaler")
         status["currentReplicas"] = deployment.get("status", {}).get("replicas", current)
         status["desiredReplicas"] = bounded
         status["observedGeneration"] = meta.get("generation", 1)
@@ -76,11 +85,13 @@ class HpaController:
                                    "ValidMetricFound" if utilization is not None else "FailedGetResourceMetric",
                                    "the HPA was able to successfully calculate a replica count from cpu resource "
                                    "utilization (percentage of request)" if utilization is not None else
-                                   "the HPA was unable to compute the replica count: failed to get cpu utilization",
+                                   "the HPA was unable to compute the replica count: failed to get cpu utilization: "
+                                   "unable to get metrics for resource cpu: unable to fetch metrics from resource "
+                                   "metrics API: the server could not find the requested resource "
+                                   "(get pods.metrics.k8s.io)",
                                    previous.get("ScalingActive"), False),
             kube_objects.condition("ScalingLimited", limited is not None, limited or "DesiredWithinRange",
-                                   "the desired replica count is outside the allowed range" if limited else
-                                   "the desired count is within the acceptable range",
+                                   LIMITED_MESSAGES[limited],
                                    previous.get("ScalingLimited"), False),
         ]
         for cond in conditions:
@@ -110,6 +121,14 @@ class HpaController:
         sets = [rs for rs in self.store.peek(REPLICASET, namespace) if owned_by(rs, deployment)]
         pods = self.store.peek(POD, namespace)
         return [pod for rs in sets for pod in pods if owned_by(pod, rs) and not pod["metadata"].get("deletionTimestamp")]
+
+
+def _rescale_reason(new: int, old: int, low: int, high: int) -> str:
+    if old < low:
+        return "Current number of replicas below Spec.MinReplicas"
+    if old > high:
+        return "Current number of replicas above Spec.MaxReplicas"
+    return "cpu resource utilization (percentage of request) above target" if new > old else "All metrics below target"
 
 
 def cpu_millis(quantity: str) -> float:

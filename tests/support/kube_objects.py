@@ -217,9 +217,23 @@ def pod(owner: dict[str, Any], serial: int) -> dict[str, Any]:
             "labels": dict(template["metadata"].get("labels", {})),
             "ownerReferences": [owner_reference(owner)],
         },
-        "spec": copy.deepcopy(template["spec"]),
+        "spec": _pod_spec_defaults(template["spec"]),
         "status": {"phase": "Pending", "qosClass": qos_class(template["spec"])},
     }
+
+
+def _pod_spec_defaults(template_spec: dict[str, Any]) -> dict[str, Any]:
+    """A pod's spec from its template: requests default to limits where unset (SetDefaults_Pod does
+    this on pods only, not on templates, so the Deployment keeps what was written)."""
+    spec = copy.deepcopy(template_spec)
+    for container in spec.get("containers", []):
+        resources = container.get("resources") or {}
+        limits = resources.get("limits") or {}
+        if limits:
+            requests = resources.setdefault("requests", {})
+            for name, value in limits.items():
+                requests.setdefault(name, value)
+    return spec
 
 
 def qos_class(pod_spec: dict[str, Any]) -> str:

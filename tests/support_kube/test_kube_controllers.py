@@ -245,6 +245,8 @@ def test_the_hpa_owns_the_replicas_of_its_target(web: KubeCluster, api) -> None:
     hpa = web.add_hpa("web", "web", min_replicas=3, max_replicas=5, target_cpu_utilization=70)
     assert hpa["spec"]["metrics"][0]["resource"]["target"] == {"type": "Utilization", "averageUtilization": 70}
     wait_until(lambda: web.get("deployment", "web")["spec"]["replicas"] == 3, WAIT, what="scaled to min")
+    wait_until(lambda: any(event["message"] == "New size: 3; reason: Current number of replicas below "
+                           "Spec.MinReplicas" for event in events(web, "SuccessfulRescale")), WAIT, what="event")
     wait_until(lambda: rolled_out(web, 1), WAIT, what="three ready replicas")
     assert api.patch(WEB, {"spec": {"replicas": 1}}).status_code == 200
     wait_until(lambda: web.get("deployment", "web")["spec"]["replicas"] == 3, WAIT, what="replicas taken back")
@@ -346,3 +348,13 @@ def test_a_rollback_to_a_replicasets_own_template_finds_that_replicaset(web: Kub
     assert len(web.list("replicaset")) == 2
     assert web.get("replicaset", first["metadata"]["name"])["metadata"]["annotations"][
         "deployment.kubernetes.io/revision"] == "3"
+
+
+def test_pods_default_requests_to_limits_but_the_template_keeps_what_was_written(cluster: KubeCluster) -> None:
+    limited = {"name": "main", "image": "registry.example/web:1", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}
+    cluster.add_deployment("web", containers=[limited])
+    template = cluster.get("deployment", "web")["spec"]["template"]["spec"]["containers"][0]
+    assert template["resources"] == {"limits": {"cpu": "1", "memory": "1Gi"}}
+    pod = cluster.pods("web")[0]
+    assert pod["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}
+    assert pod["status"]["qosClass"] == "Guaranteed"
