@@ -21,6 +21,7 @@ BUILTIN_CONNECTORS: dict[str, str] = {
     "loadgen": "servo_actors.connectors.loadgen:LoadgenConnector",
     "synthetic": "servo_actors.connectors.synthetic:SyntheticConnector",
     "chaos": "servo_actors.connectors.chaos:ChaosConnector",
+    "kubernetes": "servo_actors.connectors.kubernetes:KubernetesConnector",
 }
 ENTRY_POINT_GROUP = "servo_actors.connectors"
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")

@@ -1,0 +1,155 @@
+"""``check``: the API answers, every verb the connector uses is allowed, and what the config names
+is there and readable (with requests or limits to optimize)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servo_actors.connectors.kubernetes.client import (
+    ACCESS_REVIEW_PATH,
+    VERSION_PATH,
+    KubeClient,
+    KubeError,
+    deployments_path,
+    hpas_path,
+)
+from servo_actors.connectors.kubernetes.cluster import find_hpa, read_deployment
+from servo_actors.connectors.kubernetes.config import DeploymentConfig, KubernetesConfig
+from servo_actors.connectors.kubernetes.settings import ClusterStateError, find_container, resource_value
+
+REQUIRED_ACCESS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("apps", "deployments", ("get", "list", "watch", "patch")),
+    ("apps", "replicasets", ("get", "list", "watch")),
+    ("", "pods", ("get", "list", "watch")),
+    ("autoscaling", "horizontalpodautoscalers", ("get", "list", "watch", "patch")),
+    ("", "events", ("list", "watch")),
+)
+"""(group, resource, verbs) the connector uses in its namespace; deploy/kubernetes grants the same."""
+OPTIONAL_ACCESS: tuple[tuple[str, str, tuple[str, ...]], ...] = (("metrics.k8s.io", "pods", ("get", "list")),)
+"""Without these, measure reports no CPU/memory usage; everything else works."""
+
+
+def _result(name: str, success: bool, message: str) -> dict[str, Any]:
+    return {"name": name, "success": success, "message": message}
+
+
+def run_checks(client: KubeClient, config: KubernetesConfig) -> list[dict[str, Any]]:
+    reachable = check_reachable(client)
+    if not reachable["success"]:
+        return [reachable]
+    results = [reachable, check_access(client, config.namespace), check_namespace(client, config.namespace)]
+    for deployment in config.deployments:
+        results.extend(check_deployment(client, config.namespace, deployment))
+    return results
+
+
+def check_reachable(client: KubeClient) -> dict[str, Any]:
+    name = "kubernetes API reachable"
+    try:
+        version = client.get(VERSION_PATH)
+    except KubeError as exc:
+        return _result(name, False, str(exc))
+    shown = version.get("gitVersion") or f"{version.get('major', '?')}.{version.get('minor', '?')}"
+    return _result(name, True, f"Kubernetes {shown} at {client.server} ({client.access.source})")
+
+
+def allowed(client: KubeClient, namespace: str, group: str, resource: str, verb: str) -> bool:
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {
+            "resourceAttributes": {"namespace": namespace, "group": group, "resource": resource, "verb": verb}
+        },
+    }
+    answer = client.create(ACCESS_REVIEW_PATH, review)
+    return bool((answer.get("status") or {}).get("allowed"))
+
+
+def check_access(client: KubeClient, namespace: str) -> dict[str, Any]:
+    name = "permissions"
+    try:
+        missing = _denied(client, namespace, REQUIRED_ACCESS)
+        optional = _denied(client, namespace, OPTIONAL_ACCESS)
+    except KubeError as exc:
+        return _result(name, False, f"cannot ask for a SelfSubjectAccessReview: {exc}")
+    note = ""
+    if optional:
+        note = f"; without {', '.join(optional)}, measure reports no CPU/memory usage"
+    if missing:
+        return _result(
+            name, False,
+            f"not allowed in namespace {namespace!r}: {', '.join(missing)} "
+            f"(grant them with the Role in deploy/kubernetes){note}",
+        )  # fmt: skip
+    return _result(name, True, f"every verb the connector uses is allowed in namespace {namespace!r}{note}")
+
+
+def _denied(
+    client: KubeClient, namespace: str, wanted: tuple[tuple[str, str, tuple[str, ...]], ...]
+) -> list[str]:
+    denied = []
+    for group, resource, verbs in wanted:
+        for verb in verbs:
+            if not allowed(client, namespace, group, resource, verb):
+                denied.append(f"{verb} {resource}{'.' + group if group else ''}")
+    return denied
+
+
+def check_namespace(client: KubeClient, namespace: str) -> dict[str, Any]:
+    name = f"namespace {namespace} readable"
+    try:
+        found = client.get(deployments_path(namespace), {"limit": "500"}).get("items") or []
+        hpas = client.get(hpas_path(namespace), {"limit": "500"}).get("items") or []
+    except KubeError as exc:
+        return _result(name, False, str(exc))
+    return _result(name, True, f"{len(found)} Deployment(s), {len(hpas)} HorizontalPodAutoscaler(s)")
+
+
+def check_deployment(client: KubeClient, namespace: str, config: DeploymentConfig) -> list[dict[str, Any]]:
+    name = f"deployment {config.name}"
+    try:
+        deployment = read_deployment(client, namespace, config.name)
+    except (KubeError, ClusterStateError) as exc:
+        return [_result(name, False, str(exc))]
+    problems, notes = [], []
+    for container_config in config.containers:
+        container = find_container(deployment, container_config.name)
+        if container is None:
+            problems.append(f"no container {container_config.name!r}")
+            continue
+        for resource, bounds in (("cpu", container_config.cpu), ("memory", container_config.memory)):
+            if bounds is None:
+                continue
+            value = resource_value(container, resource, bounds.set)
+            if value is None:
+                problems.append(
+                    f"container {container_config.name!r} has neither a {resource} request nor a limit"
+                )
+            else:
+                notes.append(f"{container_config.name} {resource} {value}")
+    if deployment.get("spec", {}).get("paused"):
+        problems.append("it is paused: new settings would not roll out (kubectl rollout resume)")
+    replicas = deployment.get("spec", {}).get("replicas", 1)
+    results = [
+        _result(name, False, "; ".join(problems))
+        if problems
+        else _result(name, True, f"{replicas} replica(s); " + (", ".join(notes) or "no resources configured"))
+    ]
+    if config.hpa is not None or config.replicas is not None:
+        results.append(_check_hpa(client, namespace, config))
+    return results
+
+
+def _check_hpa(client: KubeClient, namespace: str, config: DeploymentConfig) -> dict[str, Any]:
+    name = f"autoscaler of {config.name}"
+    try:
+        hpa, _ = find_hpa(client, namespace, config, None)
+    except (KubeError, ClusterStateError) as exc:
+        return _result(name, False, str(exc))
+    if hpa is None:
+        return _result(name, True, "no HorizontalPodAutoscaler targets it: replicas is offered")
+    spec = hpa.get("spec", {})
+    message = f"HorizontalPodAutoscaler {hpa['metadata']['name']} ({spec.get('minReplicas', 1)}-{spec.get('maxReplicas')} replicas)"
+    if config.replicas is not None:
+        message += ": replicas is not offered while it controls the Deployment"
+    return _result(name, True, message)

@@ -1,0 +1,237 @@
+"""The ``kubernetes`` connector's ``config`` section (see the README, "The kubernetes connector").
+
+CPU is written as Kubernetes quantities or cores (``250m``, ``0.25``, ``4``) and held in cores;
+memory as quantities (``256Mi``, ``4Gi``; a bare number is bytes) and held in GiB. Both are shown
+back as quantities, so ``servo-actors config`` output loads again unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+
+from servo_actors.config.models import Duration
+from servo_actors.connectors.kubernetes.units import format_cpu, format_memory, parse_cpu, parse_memory
+
+_QUANTITY_SCHEMA = {"anyOf": [{"type": "number", "minimum": 0}, {"type": "string"}]}
+Cores = Annotated[
+    float,
+    BeforeValidator(parse_cpu),
+    PlainSerializer(format_cpu, return_type=str),
+    WithJsonSchema({**_QUANTITY_SCHEMA, "description": "cores, or a quantity such as '250m', '2'"}),
+]
+GiB = Annotated[
+    float,
+    BeforeValidator(parse_memory),
+    PlainSerializer(format_memory, return_type=str),
+    WithJsonSchema(
+        {**_QUANTITY_SCHEMA, "description": "a quantity such as '256Mi', '4Gi' (a number is bytes)"}
+    ),
+]
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+RESERVED_SETTINGS = (
+    "cpu",
+    "memory",
+    "replicas",
+    "hpa_min_replicas",
+    "hpa_max_replicas",
+    "hpa_target_cpu_utilization",
+)
+"""Setting names the connector itself gives; an env variable may not take one of them."""
+Target = Literal["request", "limit"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class _Bounds(_Strict):
+    """A range the optimizer may search: ``min <= max``, ``step > 0``."""
+
+    pinned: bool = False
+
+    @model_validator(mode="after")
+    def _ordered(self) -> _Bounds:
+        low, high, step = self.min, self.max, self.step  # type: ignore[attr-defined]
+        if low > high:
+            raise ValueError(f"min ({low}) is more than max ({high})")
+        if step <= 0:
+            raise ValueError(f"step must be more than 0, not {step}")
+        return self
+
+
+class CpuRange(_Bounds):
+    """CPU cores of a container; ``set`` says whether the request, the limit or both are written."""
+
+    min: Cores = Field(gt=0)
+    max: Cores
+    step: Cores = "125m"  # type: ignore[assignment]  # validated into cores
+    set: list[Target] = Field(default_factory=lambda: ["request", "limit"], min_length=1)
+
+
+class MemoryRange(_Bounds):
+    """Memory of a container in GiB; ``set`` as for CPU."""
+
+    min: GiB = Field(gt=0)
+    max: GiB
+    step: GiB = "128Mi"  # type: ignore[assignment]  # validated into GiB
+    set: list[Target] = Field(default_factory=lambda: ["request", "limit"], min_length=1)
+
+
+class CountRange(_Bounds):
+    """Whole numbers: replicas, HPA bounds, a utilization percentage."""
+
+    min: int = Field(ge=0)
+    max: int
+    step: int = 1
+
+
+class EnvRange(_Bounds):
+    """A numeric environment variable; ``default`` is reported while the container does not set it."""
+
+    name: str
+    type: Literal["range"]
+    min: float
+    max: float
+    step: float = 1.0
+    default: float | None = None
+    unit: str = ""
+
+
+class EnvEnum(_Strict):
+    """An environment variable taking one of ``values``."""
+
+    name: str
+    type: Literal["enum"]
+    values: list[str] = Field(min_length=1)
+    default: str | None = None
+    pinned: bool = False
+
+
+EnvSetting = Annotated[EnvRange | EnvEnum, Field(discriminator="type")]
+
+
+class ContainerConfig(_Strict):
+    """A container to optimize, with the settings it offers."""
+
+    name: str
+    alias: str | None = None
+    cpu: CpuRange | None = None
+    memory: MemoryRange | None = None
+    env: list[EnvSetting] = Field(default_factory=list)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: list[EnvRange | EnvEnum]) -> list[EnvRange | EnvEnum]:
+        seen: set[str] = set()
+        for item in env:
+            if not _ENV_NAME.match(item.name):
+                raise ValueError(f"{item.name!r} is not a valid environment variable name")
+            if item.name in RESERVED_SETTINGS:
+                raise ValueError(f"env {item.name!r} would clash with the setting of that name")
+            if item.name in seen:
+                raise ValueError(f"env {item.name!r} is listed twice")
+            seen.add(item.name)
+        return env
+
+
+class HpaConfig(_Strict):
+    """The HorizontalPodAutoscaler of a Deployment: found by ``scaleTargetRef`` unless ``name`` is given."""
+
+    name: str | None = None
+    min_replicas: CountRange | None = None
+    max_replicas: CountRange | None = None
+    target_cpu_utilization: CountRange | None = None
+
+
+class DeploymentConfig(_Strict):
+    """A Deployment to optimize; ``replicas`` is not offered while an HPA targets it."""
+
+    name: str
+    replicas: CountRange | None = None
+    hpa: HpaConfig | None = None
+    containers: list[ContainerConfig] = Field(min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _dns_name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"{value!r} is not a valid Deployment name (lower case, digits, '-' and '.')")
+        return value
+
+    @field_validator("containers")
+    @classmethod
+    def _unique_containers(cls, containers: list[ContainerConfig]) -> list[ContainerConfig]:
+        names = [c.name for c in containers]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"container(s) listed twice: {', '.join(twice)}")
+        return containers
+
+
+class KubernetesConfig(_Strict):
+    """The connector's ``config`` section."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespace: str = "default"
+    timeout: Duration = 300.0
+    """The longest a rollout (and each rollback) may take."""
+    settlement: Duration = 0.0
+    """After a rollout, how long it must stay healthy; a non-zero ``control.settlement`` overrides it."""
+    on_failure: Literal["rollback", "shutdown", "ignore"] = "rollback"
+    request_timeout: Duration = 10.0
+    """The longest one API request may take (connect and each read)."""
+    deployments: list[DeploymentConfig] = Field(min_length=1)
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        if not _NAME.match(value) or "." in value or len(value) > 63:
+            raise ValueError(f"{value!r} is not a valid namespace name")
+        return value
+
+    @field_validator("timeout", "request_timeout")
+    @classmethod
+    def _positive(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError("must be more than 0")
+        return value
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> KubernetesConfig:
+        deployments = [d.name for d in self.deployments]
+        twice = sorted({n for n in deployments if deployments.count(n) > 1})
+        if twice:
+            raise ValueError(f"deployment(s) listed twice: {', '.join(twice)}")
+        seen: dict[str, str] = {}
+        for deployment in self.deployments:
+            for container in deployment.containers:
+                name = component_name(deployment, container)
+                where = f"{deployment.name}/{container.name}"
+                if name in seen:
+                    raise ValueError(f"component name {name!r} is given to both {seen[name]} and {where}")
+                seen[name] = where
+        return self
+
+
+def component_name(deployment: DeploymentConfig, container: ContainerConfig) -> str:
+    """The component a container is offered as: its alias, else the Deployment's name when it is
+    the only configured container, else ``DEPLOYMENT/CONTAINER``."""
+    if container.alias:
+        return container.alias
+    if len(deployment.containers) == 1:
+        return deployment.name
+    return f"{deployment.name}/{container.name}"

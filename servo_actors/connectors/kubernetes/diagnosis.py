@@ -1,0 +1,238 @@
+"""Why a rollout failed, from the newest ReplicaSet's pods: a status, a reason word and a message.
+
+Pure functions over dicts of Deployments, ReplicaSets, pods and events.
+
+- ``rejected``/``unschedulable``: a pod cannot be placed (not enough CPU/memory, taints, quota).
+- ``rejected``/``start-failed``: containers crash, cannot be created, or the controller gave up.
+- ``rejected``/``unstable``: containers restart, or readiness is lost, during settlement.
+- ``failed``/``image-pull-failed``: the image cannot be pulled (not the settings' fault).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
+IMAGE_PULL_REASONS = {
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+    "RegistryUnavailable",
+}
+START_FAILURE_REASONS = {
+    "CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
+    "StartError", "ContainerCannotRun", "OOMKilled", "Error",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What went wrong. ``definite``: it will not heal by waiting (fail the rollout at once)."""
+
+    status: str
+    reason: str
+    message: str
+    definite: bool = True
+    condition: str = ""
+    """The Deployment condition it comes from (``ReplicaFailure``, ``Progressing``), if any."""
+
+
+def newest_replicaset(deployment: dict[str, Any], replicasets: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The ReplicaSet of the Deployment's current template: the one owned by it with the highest
+    revision (creation time breaks ties and stands in when no revision is set)."""
+    uid = deployment.get("metadata", {}).get("uid")
+    owned = [rs for rs in replicasets if _owned_by(rs, uid)] if uid else list(replicasets)
+    if not owned:
+        return None
+
+    def order(rs: dict[str, Any]) -> tuple[int, str]:
+        meta = rs.get("metadata", {})
+        try:
+            revision = int((meta.get("annotations") or {}).get(REVISION_ANNOTATION, 0))
+        except ValueError:
+            revision = 0
+        return revision, str(meta.get("creationTimestamp") or "")
+
+    return max(owned, key=order)
+
+
+def pods_of(replicaset: dict[str, Any], pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pods the ReplicaSet owns (by owner uid; by its pod-template-hash label when pods carry no owner)."""
+    uid = replicaset.get("metadata", {}).get("uid")
+    owned = [pod for pod in pods if uid and _owned_by(pod, uid)]
+    if owned:
+        return owned
+    wanted = (replicaset.get("metadata", {}).get("labels") or {}).get("pod-template-hash")
+    if wanted:
+        return [
+            pod
+            for pod in pods
+            if (pod.get("metadata", {}).get("labels") or {}).get("pod-template-hash") == wanted
+        ]
+    return []
+
+
+def _owned_by(obj: dict[str, Any], uid: str | None) -> bool:
+    return any(ref.get("uid") == uid for ref in obj.get("metadata", {}).get("ownerReferences") or [])
+
+
+def diagnose_pods(pods: list[dict[str, Any]], events: list[dict[str, Any]] | None = None) -> Diagnosis | None:
+    """The most telling problem among ``pods``: an image that cannot be pulled, a container that
+    cannot start, a pod that cannot be scheduled (not definite: a node may be added). None when
+    the pods show nothing wrong."""
+    pull = start = unschedulable = None
+    for pod in pods:
+        name = pod.get("metadata", {}).get("name", "?")
+        status = pod.get("status") or {}
+        for condition in status.get("conditions") or []:
+            if (
+                condition.get("type") == "PodScheduled"
+                and condition.get("status") == "False"
+                and unschedulable is None
+            ):
+                detail = (
+                    condition.get("message")
+                    or _event_message(events, name)
+                    or condition.get("reason")
+                    or "no reason given"
+                )
+                unschedulable = Diagnosis(
+                    "rejected", "unschedulable",
+                    f"pod {name} cannot be scheduled: {detail} (ask for less CPU or memory, or add capacity)",
+                    definite=False,
+                )  # fmt: skip
+        for container in (status.get("initContainerStatuses") or []) + (
+            status.get("containerStatuses") or []
+        ):
+            found = _container_problem(name, container, events)
+            if found is None:
+                continue
+            if found.reason == "image-pull-failed" and pull is None:
+                pull = found
+            elif found.reason == "start-failed" and start is None:
+                start = found
+    return pull or start or unschedulable
+
+
+def _container_problem(
+    pod: str, container: dict[str, Any], events: list[dict[str, Any]] | None
+) -> Diagnosis | None:
+    name = container.get("name", "?")
+    state = container.get("state") or {}
+    waiting = state.get("waiting") or {}
+    reason = waiting.get("reason")
+    restarts = int(container.get("restartCount") or 0)
+    last = (container.get("lastState") or {}).get("terminated") or {}
+    if reason in IMAGE_PULL_REASONS:
+        detail = waiting.get("message") or _event_message(events, pod) or reason
+        image = container.get("image", "?")
+        return Diagnosis(
+            "failed", "image-pull-failed",
+            f"container {name} of pod {pod} cannot pull image {image}: {detail} ({reason}; check the image name and registry access)",
+        )  # fmt: skip
+    if reason in START_FAILURE_REASONS or (
+        restarts > 0 and last.get("exitCode", 0) != 0 and not container.get("ready")
+    ):
+        how = reason or "restarting"
+        ended = ""
+        if last:
+            ended = f"; last exit: {last.get('reason') or 'Error'} (code {last.get('exitCode', '?')})"
+        detail = waiting.get("message") or ""
+        hint = " (it may need more memory)" if last.get("reason") == "OOMKilled" else ""
+        return Diagnosis(
+            "rejected", "start-failed",
+            f"container {name} of pod {pod} fails to start: {how}, restarted {restarts} time(s){ended}"
+            + (f": {detail}" if detail else "") + hint,
+            # A restart with the container running again may still settle; a waiting reason will not.
+            definite=reason in START_FAILURE_REASONS,
+        )  # fmt: skip
+    return None
+
+
+def _event_message(events: list[dict[str, Any]] | None, pod: str) -> str | None:
+    """The latest Warning event about ``pod``, if the events were fetched."""
+    latest = None
+    for event in events or []:
+        involved = event.get("involvedObject") or {}
+        if involved.get("name") == pod and event.get("type") == "Warning":
+            latest = event.get("message") or latest
+    return latest
+
+
+def deployment_condition_failure(deployment: dict[str, Any]) -> Diagnosis | None:
+    """A state that ends the rollout at once: Progressing=False (ProgressDeadlineExceeded),
+    ReplicaFailure=True (e.g. a quota forbids the pods), or a paused Deployment."""
+    name = deployment.get("metadata", {}).get("name", "?")
+    if deployment.get("spec", {}).get("paused"):
+        return Diagnosis(
+            "failed", "deployment-paused",
+            f"Deployment {name} was paused during its rollout (kubectl rollout resume deployment/{name})",
+        )  # fmt: skip
+    for condition in deployment.get("status", {}).get("conditions") or []:
+        kind, status, reason = condition.get("type"), condition.get("status"), condition.get("reason")
+        message = condition.get("message") or reason or ""
+        if kind == "Progressing" and (reason == "ProgressDeadlineExceeded" or status == "False"):
+            return Diagnosis(
+                "rejected",
+                "start-failed",
+                f"Deployment {name} stopped progressing: {message}",
+                condition=kind,
+            )
+        if kind == "ReplicaFailure" and status == "True":
+            return Diagnosis(
+                "rejected", "start-failed", f"Deployment {name} cannot create pods: {message}", condition=kind
+            )
+    return None
+
+
+def has_replica_failure(replicaset: dict[str, Any] | None) -> bool:
+    """Whether the ReplicaSet itself cannot create its pods (the Deployment also reports an *old*
+    ReplicaSet's failure, e.g. the one just rolled back from, until that one is scaled down)."""
+    conditions = ((replicaset or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "ReplicaFailure" and c.get("status") == "True" for c in conditions)
+
+
+def without_condition(deployment: dict[str, Any], kind: str) -> dict[str, Any]:
+    """``deployment`` with the status condition ``kind`` left out (a shallow copy)."""
+    status = dict(deployment.get("status") or {})
+    status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != kind]
+    return {**deployment, "status": status}
+
+
+def restart_counts(pods: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
+    """``(pod, container) -> restartCount``: the baseline that settlement compares against."""
+    counts = {}
+    for pod in pods:
+        name = pod.get("metadata", {}).get("name", "?")
+        for container in (pod.get("status") or {}).get("containerStatuses") or []:
+            counts[(name, container.get("name", "?"))] = int(container.get("restartCount") or 0)
+    return counts
+
+
+def instability(baseline: dict[tuple[str, str], int], pods: list[dict[str, Any]]) -> Diagnosis | None:
+    """``rejected``/``unstable`` when a container restarted since ``baseline`` or a pod of the
+    baseline lost readiness (pods started since, e.g. by an HPA, may still be getting ready)."""
+    known = {pod_name for pod_name, _ in baseline}
+    for pod in pods:
+        meta = pod.get("metadata", {})
+        if meta.get("deletionTimestamp"):
+            continue
+        name = meta.get("name", "?")
+        for (pod_name, container), count in restart_counts([pod]).items():
+            if count > baseline.get((pod_name, container), 0):
+                return Diagnosis(
+                    "rejected", "unstable",
+                    f"container {container} of pod {name} restarted during settlement "
+                    f"({count} restart(s)); the new settings do not hold up",
+                )  # fmt: skip
+        for condition in (pod.get("status") or {}).get("conditions") or []:
+            if name in known and condition.get("type") == "Ready" and condition.get("status") != "True":
+                detail = condition.get("message") or condition.get("reason") or ""
+                return Diagnosis(
+                    "rejected",
+                    "unstable",
+                    f"pod {name} lost readiness during settlement" + (f": {detail}" if detail else ""),
+                )
+    return None

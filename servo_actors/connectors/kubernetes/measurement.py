@@ -1,0 +1,78 @@
+"""What the cluster knows for free, per configured Deployment: ready replicas, container restarts
+during the measurement, and (where ``metrics.k8s.io`` answers) CPU and memory in use.
+
+Metric names are ``DEPLOYMENT.ready_replicas``, ``DEPLOYMENT.restarts``, ``DEPLOYMENT.cpu_usage``
+(cores, summed over the pods) and ``DEPLOYMENT.memory_usage`` (GiB, summed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servo_actors.connectors.kubernetes.client import (
+    KubeClient,
+    KubeError,
+    deployment_path,
+    label_selector,
+    pod_metrics_path,
+    pods_path,
+)
+from servo_actors.connectors.kubernetes.units import parse_cpu, parse_memory
+
+BASE_METRICS = {"ready_replicas": "replicas", "restarts": "count"}
+USAGE_METRICS = {"cpu_usage": "cores", "memory_usage": "GiB"}
+
+
+def metric_descriptors(deployments: list[str], with_usage: bool) -> dict[str, dict[str, str]]:
+    kinds = {**BASE_METRICS, **(USAGE_METRICS if with_usage else {})}
+    return {f"{name}.{kind}": {"unit": unit} for name in deployments for kind, unit in kinds.items()}
+
+
+def split_metric(name: str, deployments: list[str]) -> tuple[str, str] | None:
+    """``("web", "restarts")`` for ``"web.restarts"``; None when it is not one of ours."""
+    deployment, _, kind = name.rpartition(".")
+    if deployment in deployments and kind in {**BASE_METRICS, **USAGE_METRICS}:
+        return deployment, kind
+    return None
+
+
+def metrics_api_available(client: KubeClient, namespace: str) -> bool:
+    """Whether pod metrics can be listed here (metrics-server installed, and we may read it)."""
+    try:
+        client.get(pod_metrics_path(namespace), {"limit": "1"})
+        return True
+    except KubeError:
+        return False
+
+
+def _selector(client: KubeClient, namespace: str, name: str) -> tuple[dict[str, Any], dict[str, str] | None]:
+    deployment = client.get(deployment_path(namespace, name))
+    selector = label_selector(deployment.get("spec", {}).get("selector") or {})
+    return deployment, ({"labelSelector": selector} if selector else None)
+
+
+def restarts(client: KubeClient, namespace: str, name: str) -> int:
+    """Container restarts so far, summed over the Deployment's pods."""
+    _, params = _selector(client, namespace, name)
+    total = 0
+    for pod in client.get(pods_path(namespace), params).get("items") or []:
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            total += int(status.get("restartCount") or 0)
+    return total
+
+
+def ready_replicas(client: KubeClient, namespace: str, name: str) -> int:
+    deployment = client.get(deployment_path(namespace, name))
+    return int((deployment.get("status") or {}).get("readyReplicas") or 0)
+
+
+def usage(client: KubeClient, namespace: str, name: str) -> tuple[float, float]:
+    """(cores, GiB) in use now, summed over the Deployment's pods (metrics-server's recent window)."""
+    _, params = _selector(client, namespace, name)
+    cores = gib = 0.0
+    for pod in client.get(pod_metrics_path(namespace), params).get("items") or []:
+        for container in pod.get("containers") or []:
+            found = container.get("usage") or {}
+            cores += parse_cpu(found.get("cpu", "0"))
+            gib += parse_memory(found.get("memory", "0"))
+    return cores, gib

@@ -1,0 +1,331 @@
+"""Waiting for a Deployment's rollout (kubectl's rule) and for it to stay healthy through settlement.
+
+``rollout_status`` is the rule, pure: the controller must have observed the current generation,
+then updated, ready and available replicas must all equal the desired count (and no old
+replica remain); Progressing=False (ProgressDeadlineExceeded) or ReplicaFailure=True ends it at
+once. ``RolloutWatcher`` applies it to the cluster: a watch per deployment, each at most
+``window`` seconds long and then re-established after a fresh read (so progress is reported at
+least that often, and a watch the server or network drops costs nothing), with the pods of the
+newest ReplicaSet looked at on every round so an image that cannot be pulled or a crash loop
+fails the rollout without waiting out the timeout.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from servo_actors.connectors.kubernetes.client import (
+    KubeApiError,
+    KubeClient,
+    KubeError,
+    deployment_path,
+    deployments_path,
+    events_path,
+    label_selector,
+    pods_path,
+    replicasets_path,
+)
+from servo_actors.connectors.kubernetes.diagnosis import (
+    Diagnosis,
+    deployment_condition_failure,
+    diagnose_pods,
+    has_replica_failure,
+    instability,
+    newest_replicaset,
+    pods_of,
+    restart_counts,
+    without_condition,
+)
+from servo_actors.durations import format_duration
+
+WATCH_WINDOW = 2.0
+"""Seconds one watch lasts before a fresh read, a look at the pods and a progress report."""
+RETRY_INTERVAL = 1.0
+"""Seconds between attempts while the API server cannot be reached during a wait."""
+
+EVENTS_LIMIT = 500
+"""At most this many Warning events of the namespace are read to explain a failure."""
+
+Report = Callable[[float, str], None]
+"""``report(fraction 0-1, message)``."""
+
+
+@dataclass(frozen=True)
+class RolloutStatus:
+    done: bool
+    message: str
+    fraction: float
+    failure: Diagnosis | None = None
+
+
+def rollout_status(deployment: dict[str, Any]) -> RolloutStatus:
+    """Where the Deployment's rollout stands (kubectl ``rollout status``, plus ready replicas)."""
+    name = deployment.get("metadata", {}).get("name", "?")
+    generation = deployment.get("metadata", {}).get("generation", 0)
+    status = deployment.get("status") or {}
+    observed = status.get("observedGeneration", 0)
+    if generation > observed:
+        return RolloutStatus(False, f"{name}: waiting for the controller to see generation {generation}", 0.0)
+    failure = deployment_condition_failure(deployment)
+    if failure is not None:
+        return RolloutStatus(False, failure.message, 0.0, failure)
+    desired = deployment.get("spec", {}).get("replicas", 1)
+    total = status.get("replicas", 0)
+    updated = status.get("updatedReplicas", 0)
+    ready = status.get("readyReplicas", 0)
+    available = status.get("availableReplicas", 0)
+    fraction = 1.0 if desired == 0 else min(1.0, (updated + ready + available) / (3 * desired))
+    if updated < desired:
+        return RolloutStatus(False, f"{name}: {updated} of {desired} new replicas updated", fraction)
+    if total > updated:
+        return RolloutStatus(False, f"{name}: {total - updated} old replica(s) pending termination", fraction)
+    if ready < desired or available < desired:
+        return RolloutStatus(
+            False,
+            f"{name}: {min(ready, available)} of {desired} updated replicas ready and available",
+            fraction,
+        )
+    if updated != desired:
+        return RolloutStatus(False, f"{name}: {updated} updated replicas, {desired} desired", fraction)
+    return RolloutStatus(True, f"{name}: {desired} of {desired} replicas updated and available", 1.0)
+
+
+class RolloutFailed(Exception):
+    """A rollout or settlement failed; ``diagnosis`` says how, ``deployment`` which one."""
+
+    def __init__(self, deployment: str, diagnosis: Diagnosis) -> None:
+        super().__init__(diagnosis.message)
+        self.deployment = deployment
+        self.diagnosis = diagnosis
+
+
+class RolloutWatcher:
+    """Waits on Deployments of one namespace through ``client``; ``clock`` is monotonic seconds."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        namespace: str,
+        *,
+        window: float = WATCH_WINDOW,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.window = window
+        self.clock = clock
+        self.sleep = sleep
+
+    # -- rollout -------------------------------------------------------------------------------
+
+    def wait(self, names: list[str], timeout: float, report: Report) -> None:
+        """Until every Deployment in ``names`` has rolled out, or RolloutFailed (including on timeout)."""
+        deadline = self.clock() + timeout
+        share = 1.0 / len(names)
+        for index, name in enumerate(names):
+
+            def scaled(fraction: float, message: str, index: int = index) -> None:
+                report((index + fraction) * share, message)
+
+            self._wait_one(name, deadline, timeout, scaled)
+
+    def _wait_one(self, name: str, deadline: float, timeout: float, report: Report) -> None:
+        status: RolloutStatus | None = None
+        trouble: KubeError | None = None
+        gone = 0  # 410s in a row: the first is answered by a fresh read at once, more are paced
+        while True:
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                raise RolloutFailed(name, self._timed_out(name, timeout, status, trouble))
+            try:
+                deployment = self.client.get(deployment_path(self.namespace, name))
+                trouble = None
+                status = self._judge(name, deployment, report)
+                if status.done:
+                    return
+                # Until the controller has seen this generation, the newest ReplicaSet may be the
+                # one being replaced (e.g. a rollback's): its pods say nothing about this rollout.
+                found = self.diagnose(deployment, with_events=False) if _observed(deployment) else None
+                if found is not None and found.definite:
+                    raise RolloutFailed(name, self.diagnose(deployment) or found)
+                params = {
+                    "fieldSelector": f"metadata.name={name}",
+                    "resourceVersion": deployment.get("metadata", {}).get("resourceVersion", ""),
+                }
+                for kind, obj in self.client.watch(
+                    deployments_path(self.namespace), params, self._seconds(deadline)
+                ):
+                    if kind == "DELETED":
+                        raise RolloutFailed(
+                            name,
+                            Diagnosis(
+                                "failed",
+                                "deployment-deleted",
+                                f"Deployment {name} was deleted during its rollout",
+                            ),
+                        )
+                    if kind in ("ADDED", "MODIFIED"):
+                        status = self._judge(name, obj, report)
+                        if status.done:
+                            return
+                gone = 0  # the watch ran its course
+            except KubeApiError as exc:
+                if exc.status == 404:
+                    raise RolloutFailed(name, Diagnosis("failed", "not-found", str(exc))) from None
+                if exc.status == 410:  # the watch's resourceVersion is too old: read again
+                    gone += 1
+                    if gone > 1:
+                        self.sleep(max(0.0, min(RETRY_INTERVAL, deadline - self.clock())))
+                    continue
+                if exc.status < 500 and exc.status != 429:
+                    raise RolloutFailed(name, Diagnosis("failed", "kubernetes-error", str(exc))) from None
+                trouble = exc
+            except KubeError as exc:  # unreachable or timed out: keep trying until the deadline
+                trouble = exc
+            if trouble is not None:
+                report(status.fraction if status else 0.0, f"{name}: {trouble}; retrying")
+                self.sleep(max(0.0, min(RETRY_INTERVAL, deadline - self.clock())))
+
+    def status(self, deployment: dict[str, Any]) -> RolloutStatus:
+        """``rollout_status``, not counting a ReplicaFailure that belongs to an old ReplicaSet."""
+        status = rollout_status(deployment)
+        if status.failure is not None and status.failure.condition == "ReplicaFailure":
+            newest, _ = self.newest_pods(deployment)
+            if not has_replica_failure(newest):  # e.g. the ReplicaSet just rolled back from
+                status = rollout_status(without_condition(deployment, "ReplicaFailure"))
+        return status
+
+    def _judge(self, name: str, deployment: dict[str, Any], report: Report) -> RolloutStatus:
+        status = self.status(deployment)
+        report(status.fraction, status.message)
+        if status.failure is not None:
+            raise RolloutFailed(name, self.diagnose(deployment) or status.failure)
+        return status
+
+    def _timed_out(
+        self, name: str, timeout: float, status: RolloutStatus | None, trouble: KubeError | None
+    ) -> Diagnosis:
+        if trouble is not None:
+            return Diagnosis("failed", "kubernetes-unreachable", f"Deployment {name}: {trouble}")
+        found = None
+        try:
+            deployment = self.client.get(deployment_path(self.namespace, name))
+            if _observed(deployment):
+                found = self.diagnose(deployment)
+        except KubeError:
+            pass  # the timeout is the news; a diagnosis would only have added detail
+        if found is not None:
+            return found
+        where = f" ({status.message})" if status else ""
+        return Diagnosis(
+            "failed", "timeout",
+            f"Deployment {name} did not finish rolling out within {format_duration(timeout)}{where}",
+        )  # fmt: skip
+
+    def _seconds(self, deadline: float) -> int:
+        return max(1, math.ceil(min(self.window, deadline - self.clock())))
+
+    # -- diagnosis -----------------------------------------------------------------------------
+
+    def newest_pods(self, deployment: dict[str, Any]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """The newest ReplicaSet of ``deployment`` and its pods."""
+        selector = label_selector(deployment.get("spec", {}).get("selector") or {})
+        params = {"labelSelector": selector} if selector else None
+        replicasets = self.client.get(replicasets_path(self.namespace), params).get("items") or []
+        replicaset = newest_replicaset(deployment, replicasets)
+        if replicaset is None:
+            return None, []
+        pods = self.client.get(pods_path(self.namespace), params).get("items") or []
+        return replicaset, pods_of(replicaset, pods)
+
+    def diagnose(self, deployment: dict[str, Any], with_events: bool = True) -> Diagnosis | None:
+        """What the newest pods show (with their Warning events when ``with_events``)."""
+        _, pods = self.newest_pods(deployment)
+        events = None
+        if with_events and pods:
+            try:
+                query = {"fieldSelector": "type=Warning", "limit": str(EVENTS_LIMIT)}
+                events = self.client.get(events_path(self.namespace), query).get("items")
+            except KubeError:
+                events = None  # events only add detail; a cluster may forbid or drop them
+        return diagnose_pods(pods, events)
+
+    # -- settlement ----------------------------------------------------------------------------
+
+    def settle(self, names: list[str], seconds: float, report: Report) -> None:
+        """Watch the new pods for ``seconds``: a restart or lost readiness is RolloutFailed (unstable)."""
+        if seconds <= 0:
+            return
+        began = self.clock()
+        end = began + seconds
+        baselines: dict[str, dict[tuple[str, str], int]] = {}
+        owners: dict[str, str] = {}  # ReplicaSet uid -> deployment name
+        selectors = []
+        for name in names:
+            deployment = self.client.get(deployment_path(self.namespace, name))
+            replicaset, pods = self.newest_pods(deployment)
+            baselines[name] = restart_counts(pods)
+            selectors.append(label_selector(deployment.get("spec", {}).get("selector") or {}))
+            if replicaset is not None:
+                owners[replicaset["metadata"].get("uid", "")] = name
+        # One Deployment: watch only its pods; several: the namespace's (one stream, not one each).
+        scope = {"labelSelector": selectors[0]} if len(selectors) == 1 and selectors[0] else {}
+        while (now := self.clock()) < end:
+            report((now - began) / seconds, f"settling: {format_duration(round(end - now))} left")
+            try:
+                for name in names:
+                    self._check_settled(name, baselines[name])
+                # Resume from the list's version: a watch without one would replay every pod as ADDED.
+                listed = self.client.get(pods_path(self.namespace), scope or None)
+                since = {
+                    **scope,
+                    "resourceVersion": (listed.get("metadata") or {}).get("resourceVersion", ""),
+                }
+                for kind, pod in self.client.watch(pods_path(self.namespace), since, self._seconds(end)):
+                    owner = _owner_name(pod, owners)
+                    if owner is not None and kind == "MODIFIED":
+                        found = instability(baselines[owner], [pod])
+                        if found is not None:
+                            raise RolloutFailed(owner, found)
+                    if self.clock() >= end:
+                        break
+            except KubeError as exc:  # an unreachable API during settlement is not the settings' fault
+                if isinstance(exc, KubeApiError) and exc.status == 410:
+                    continue  # the list's version is already gone: list again
+                if isinstance(exc, KubeApiError) and exc.status < 500 and exc.status != 429:
+                    raise
+                report((self.clock() - began) / seconds, f"settling: {exc}; retrying")
+                self.sleep(max(0.0, min(RETRY_INTERVAL, end - self.clock())))
+        for name in names:
+            self._check_settled(name, baselines[name])
+        report(1.0, "settled")
+
+    def _check_settled(self, name: str, baseline: dict[tuple[str, str], int]) -> None:
+        deployment = self.client.get(deployment_path(self.namespace, name))
+        status = self.status(deployment)
+        if status.failure is not None:
+            raise RolloutFailed(name, status.failure)
+        _, pods = self.newest_pods(deployment)
+        found = instability(baseline, pods)
+        if found is None and not status.done:
+            found = Diagnosis("rejected", "unstable", f"during settlement, {status.message}")
+        if found is not None:
+            raise RolloutFailed(name, found)
+
+
+def _observed(deployment: dict[str, Any]) -> bool:
+    """Whether the controller has acted on the Deployment's current spec."""
+    generation = deployment.get("metadata", {}).get("generation", 0)
+    return generation <= (deployment.get("status") or {}).get("observedGeneration", 0)
+
+
+def _owner_name(pod: dict[str, Any], owners: dict[str, str]) -> str | None:
+    for ref in pod.get("metadata", {}).get("ownerReferences") or []:
+        if ref.get("uid") in owners:
+            return owners[ref["uid"]]
+    return None

@@ -1,0 +1,109 @@
+"""check and measure against the emulated cluster."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from k8s_objects import WEB_CONFIG
+from kube_cluster import FailureMode
+
+from servo_actors.connectors.base import ConnectorFailure, Control
+
+
+def _by_name(results: list[dict]) -> dict[str, dict]:
+    return {r["name"]: r for r in results}
+
+
+def test_every_check_passes_on_a_ready_cluster(cluster, make_connector) -> None:
+    results = make_connector().check()
+    assert all(r["success"] for r in results), results
+    named = _by_name(results)
+    assert cluster.url in named["kubernetes API reachable"]["message"]
+    assert "Kubernetes v" in named["kubernetes API reachable"]["message"]
+    assert "main cpu 500m" in named["deployment web"]["message"]
+    assert set(named) >= {"permissions", "namespace default readable", "deployment web", "autoscaler of web"}
+
+
+def test_a_missing_permission_is_named(cluster, make_connector) -> None:
+    cluster.deny("patch", "deployments", "apps")
+    cluster.deny("list", "pods", "metrics.k8s.io")
+    named = _by_name(make_connector().check())
+    permissions = named["permissions"]
+    assert not permissions["success"]
+    assert "patch deployments.apps" in permissions["message"]
+    assert "deploy/kubernetes" in permissions["message"]
+    assert "list pods.metrics.k8s.io" in permissions["message"] and "usage" in permissions["message"]
+
+
+def test_only_an_optional_permission_missing_still_passes(cluster, make_connector) -> None:
+    cluster.deny("get", "pods", "metrics.k8s.io")
+    permissions = _by_name(make_connector().check())["permissions"]
+    assert permissions["success"], permissions
+    assert "no CPU/memory usage" in permissions["message"]
+
+
+def test_api_down_is_one_clear_failed_check(cluster, make_connector) -> None:
+    cluster.down()
+    [result] = make_connector(request_timeout="2s").check()
+    assert result == {
+        "name": "kubernetes API reachable",
+        "success": False,
+        "message": result["message"],
+    }
+    assert "Connection refused" in result["message"]
+
+
+def test_missing_container_resources_and_hpa_are_named(cluster, make_connector) -> None:
+    cluster.add_deployment("bare", containers=[{"name": "main", "image": "x"}], replicas=1)
+    bare = {
+        "name": "bare",
+        "hpa": {"min_replicas": {"min": 1, "max": 3}},
+        "containers": [{"name": "main", "cpu": {"min": 0.25, "max": 1}}, {"name": "ghost"}],
+    }
+    named = _by_name(make_connector(deployments=[WEB_CONFIG, bare]).check())
+    assert not named["deployment bare"]["success"]
+    assert "neither a cpu request nor a limit" in named["deployment bare"]["message"]
+    assert "no container 'ghost'" in named["deployment bare"]["message"]
+    assert not named["autoscaler of bare"]["success"]
+
+
+def test_a_missing_kubeconfig_is_a_failed_check_not_a_crash(tmp_path, make_connector) -> None:
+    [result] = make_connector(kubeconfig=str(tmp_path / "nope")).check()
+    assert not result["success"] and "does not exist" in result["message"]
+
+
+def test_measure_ready_replicas_and_restarts(cluster, make_connector, progress) -> None:
+    connector = make_connector()
+    measured = connector.measure(["web.ready_replicas", "web.restarts"], Control(duration=0.3), progress)
+    assert measured["metrics"] == {
+        "web.ready_replicas": {"unit": "replicas", "value": 2},
+        "web.restarts": {"unit": "count", "value": 0},
+    }
+    assert progress.reports[-1][0] == 100
+
+
+def test_measure_counts_restarts_during_the_window(cluster, make_connector, progress) -> None:
+    config = copy.deepcopy(WEB_CONFIG)
+    cluster.set_mode(FailureMode.CRASHLOOP)
+    connector = make_connector(deployments=[config], on_failure="ignore")
+    with pytest.raises(ConnectorFailure):
+        connector.adjust({"web": {"settings": {"cpu": {"value": 2}}}}, Control(), progress)
+    measured = connector.measure(["web.restarts"], Control(duration=2), progress)
+    assert measured["metrics"]["web.restarts"]["value"] >= 1
+
+
+def test_usage_metrics_only_where_metrics_api_answers(cluster, make_connector, progress) -> None:
+    connector = make_connector()
+    assert "web.cpu_usage" not in connector.describe()["metrics"]
+    cluster.set_metrics("web", cpu="250m", memory="256Mi")
+    assert connector.describe()["metrics"]["web.cpu_usage"] == {"unit": "cores"}
+    measured = connector.measure(["web.cpu_usage", "web.memory_usage"], Control(), progress)["metrics"]
+    assert measured["web.cpu_usage"]["value"] == pytest.approx(0.5)  # two pods
+    assert measured["web.memory_usage"]["value"] == pytest.approx(0.5)
+
+
+def test_unknown_metric_is_named(make_connector, progress) -> None:
+    with pytest.raises(ConnectorFailure) as caught:
+        make_connector().measure(["api.restarts"], Control(), progress)
+    assert caught.value.reason == "unknown-metric"

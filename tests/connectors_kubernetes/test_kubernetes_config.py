@@ -1,0 +1,91 @@
+"""The connector's config model: ranges, names, component naming."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from k8s_objects import BASE_CONFIG, config
+from pydantic import ValidationError
+
+from servo_actors.connectors.kubernetes.config import KubernetesConfig, component_name
+
+
+def _with_containers(*containers: dict) -> KubernetesConfig:
+    data = copy.deepcopy(BASE_CONFIG)
+    data["deployments"][0]["containers"] = list(containers)
+    return KubernetesConfig.model_validate(data)
+
+
+def test_quantities_are_held_in_cores_and_gib_and_shown_as_quantities() -> None:
+    cfg = config()
+    cpu = cfg.deployments[0].containers[0].cpu
+    memory = cfg.deployments[0].containers[0].memory
+    assert (cpu.min, cpu.max, cpu.step) == (0.25, 4.0, 0.125)
+    assert (memory.min, memory.max, memory.step) == (0.25, 4.0, 0.125)
+    shown = cfg.model_dump(mode="json")["deployments"][0]["containers"][0]
+    assert shown["cpu"]["min"] == "250m" and shown["memory"]["max"] == "4Gi"
+    assert KubernetesConfig.model_validate(cfg.model_dump(mode="json")) == cfg
+
+
+def test_defaults() -> None:
+    cfg = config()
+    assert (cfg.namespace, cfg.timeout, cfg.settlement, cfg.on_failure) == ("default", 300.0, 0.0, "rollback")
+    assert cfg.deployments[0].containers[0].cpu.set == ["request", "limit"]
+
+
+@pytest.mark.parametrize(
+    ("container", "problem"),
+    [
+        ({"name": "main", "cpu": {"min": 2, "max": 1}}, "min"),
+        ({"name": "main", "cpu": {"min": 1, "max": 2, "step": 0}}, "step"),
+        ({"name": "main", "memory": {"min": "1Gi", "max": "2Gi", "set": []}}, "set"),
+        ({"name": "main", "cpu": {"min": "1x", "max": 2}}, "quantity"),
+        ({"name": "main", "env": [{"name": "cpu", "type": "range", "min": 1, "max": 2}]}, "clash"),
+        (
+            {
+                "name": "main",
+                "env": [
+                    {"name": "A", "type": "enum", "values": ["x"]},
+                    {"name": "A", "type": "enum", "values": ["y"]},
+                ],
+            },
+            "twice",
+        ),
+        ({"name": "main", "env": [{"name": "A", "type": "list"}]}, "type"),
+        ({"name": "main", "env": [{"name": "A B", "type": "enum", "values": ["x"]}]}, "valid"),
+    ],
+)
+def test_bad_container_settings_are_named(container, problem) -> None:
+    with pytest.raises(ValidationError, match=problem):
+        _with_containers(container)
+
+
+def test_component_names_alias_deployment_or_both() -> None:
+    cfg = _with_containers({"name": "main"}, {"name": "sidecar", "alias": "proxy"}, {"name": "log"})
+    deployment = cfg.deployments[0]
+    assert [component_name(deployment, c) for c in deployment.containers] == ["web/main", "proxy", "web/log"]
+    single = config().deployments[0]
+    assert component_name(single, single.containers[0]) == "web"
+
+
+def test_component_names_must_be_unique_across_deployments() -> None:
+    data = copy.deepcopy(BASE_CONFIG)
+    data["deployments"].append({"name": "api", "containers": [{"name": "main", "alias": "web"}]})
+    with pytest.raises(ValidationError, match="component name 'web'"):
+        KubernetesConfig.model_validate(data)
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({"namespace": "Not_Valid"}, "namespace"),
+        ({"timeout": 0}, "more than 0"),
+        ({"on_failure": "destroy"}, "rollback"),
+        ({"deployments": []}, "at least 1"),
+        ({"unknown": 1}, "Extra inputs"),
+    ],
+)
+def test_bad_top_level_values(changes, problem) -> None:
+    with pytest.raises(ValidationError, match=problem):
+        config(**changes)

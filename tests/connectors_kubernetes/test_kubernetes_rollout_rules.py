@@ -1,0 +1,230 @@
+"""kubectl's rollout rule and the diagnosis of failed rollouts (rollout.py, diagnosis.py): pure."""
+
+from __future__ import annotations
+
+import pytest
+from k8s_objects import deployment
+
+from servo_actors.connectors.kubernetes.diagnosis import (
+    diagnose_pods,
+    has_replica_failure,
+    instability,
+    newest_replicaset,
+    pods_of,
+    restart_counts,
+    without_condition,
+)
+from servo_actors.connectors.kubernetes.rollout import rollout_status
+
+
+def _status(generation: int = 3, observed: int = 3, replicas: int = 2, **status) -> dict:
+    obj = deployment(replicas=replicas)
+    obj["metadata"]["generation"] = generation
+    obj["status"] = {"observedGeneration": observed, **status}
+    return obj
+
+
+def test_done_when_every_count_matches() -> None:
+    done = rollout_status(_status(replicas=2, updatedReplicas=2, readyReplicas=2, availableReplicas=2))
+    assert done.done and done.fraction == 1.0 and done.failure is None
+
+
+@pytest.mark.parametrize(
+    ("obj", "message"),
+    [
+        (
+            _status(
+                generation=4, observed=3, updatedReplicas=2, readyReplicas=2, availableReplicas=2, replicas=2
+            ),
+            "generation 4",
+        ),
+        (
+            _status(updatedReplicas=1, readyReplicas=2, availableReplicas=2, replicas=2),
+            "1 of 2 new replicas updated",
+        ),
+        (
+            _status(**{"replicas": 2}, updatedReplicas=2, readyReplicas=2, availableReplicas=2)
+            | {
+                "status": {
+                    "observedGeneration": 3,
+                    "replicas": 3,
+                    "updatedReplicas": 2,
+                    "readyReplicas": 2,
+                    "availableReplicas": 2,
+                }
+            },
+            "1 old replica(s) pending",
+        ),
+        (_status(updatedReplicas=2, readyReplicas=1, availableReplicas=1), "1 of 2 updated replicas ready"),
+        (
+            _status(updatedReplicas=2, readyReplicas=2, availableReplicas=1),
+            "1 of 2 updated replicas ready and available",
+        ),
+    ],
+)
+def test_not_done_yet(obj, message) -> None:
+    status = rollout_status(obj)
+    assert not status.done and status.failure is None
+    assert message in status.message
+
+
+def test_progress_deadline_and_replica_failure_fail_at_once() -> None:
+    stalled = _status(
+        conditions=[
+            {
+                "type": "Progressing",
+                "status": "False",
+                "reason": "ProgressDeadlineExceeded",
+                "message": "ReplicaSet web-1 has timed out progressing.",
+            }
+        ]
+    )
+    assert rollout_status(stalled).failure.reason == "start-failed"
+    assert "timed out progressing" in rollout_status(stalled).failure.message
+    quota = _status(
+        conditions=[
+            {
+                "type": "ReplicaFailure",
+                "status": "True",
+                "reason": "FailedCreate",
+                "message": "exceeded quota: compute",
+            }
+        ]
+    )
+    failure = rollout_status(quota).failure
+    assert (failure.status, failure.reason) == (
+        "rejected",
+        "start-failed",
+    ) and "exceeded quota" in failure.message
+
+
+def test_zero_replicas_is_done_at_once() -> None:
+    assert rollout_status(_status(replicas=0)).done
+
+
+def _rs(name: str, revision: str, uid: str, owner: str = "uid-web") -> dict:
+    return {"metadata": {"name": name, "uid": uid, "annotations": {"deployment.kubernetes.io/revision": revision},
+                         "labels": {"pod-template-hash": name[-1]}, "ownerReferences": [{"uid": owner}]}}  # fmt: skip
+
+
+def _pod(
+    name: str, owner: str = "rs-2", conditions: list | None = None, statuses: list | None = None
+) -> dict:
+    return {"metadata": {"name": name, "ownerReferences": [{"uid": owner}]},
+            "status": {"conditions": conditions or [], "containerStatuses": statuses or []}}  # fmt: skip
+
+
+def test_newest_replicaset_and_its_pods() -> None:
+    sets = [
+        _rs("web-1", "1", "rs-1"),
+        _rs("web-2", "10", "rs-2"),
+        _rs("other-9", "99", "rs-9", owner="uid-other"),
+    ]
+    newest = newest_replicaset(deployment(), sets)
+    assert newest["metadata"]["name"] == "web-2"
+    pods = [_pod("a", "rs-1"), _pod("b", "rs-2")]
+    assert [p["metadata"]["name"] for p in pods_of(newest, pods)] == ["b"]
+
+
+def test_unschedulable_is_rejected_but_not_definite() -> None:
+    pod = _pod(
+        "web-2-x",
+        conditions=[
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/3 nodes are available: 3 Insufficient cpu.",
+            }
+        ],
+    )
+    found = diagnose_pods([pod])
+    assert (found.status, found.reason, found.definite) == ("rejected", "unschedulable", False)
+    assert "Insufficient cpu" in found.message and "web-2-x" in found.message
+
+
+def test_image_pull_failure_is_failed_and_names_the_image() -> None:
+    waiting = {
+        "name": "main",
+        "image": "app:nope",
+        "restartCount": 0,
+        "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}},
+    }
+    found = diagnose_pods([_pod("p", statuses=[waiting])])
+    assert (found.status, found.reason, found.definite) == ("failed", "image-pull-failed", True)
+    assert "app:nope" in found.message
+
+
+def test_crash_loop_is_a_start_failure_with_the_last_exit() -> None:
+    crashing = {"name": "main", "restartCount": 4, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}}  # fmt: skip
+    found = diagnose_pods([_pod("p", statuses=[crashing])])
+    assert (found.status, found.reason) == ("rejected", "start-failed")
+    assert (
+        "restarted 4 time(s)" in found.message
+        and "OOMKilled" in found.message
+        and "more memory" in found.message
+    )
+
+
+def test_image_pull_wins_over_unschedulable_and_warning_events_add_detail() -> None:
+    pending = _pod("a", conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}])
+    events = [
+        {"type": "Warning", "involvedObject": {"name": "a"}, "message": "0/1 nodes: Insufficient memory"}
+    ]
+    assert "Insufficient memory" in diagnose_pods([pending], events).message
+    pulling = _pod("b", statuses=[{"name": "main", "state": {"waiting": {"reason": "ErrImagePull"}}}])
+    assert diagnose_pods([pending, pulling]).reason == "image-pull-failed"
+
+
+def test_healthy_pods_have_no_diagnosis() -> None:
+    ok = _pod(
+        "p",
+        conditions=[{"type": "Ready", "status": "True"}],
+        statuses=[{"name": "main", "ready": True, "restartCount": 0, "state": {"running": {}}}],
+    )
+    assert diagnose_pods([ok]) is None
+
+
+def test_instability_is_a_new_restart_or_lost_readiness_of_a_known_pod() -> None:
+    ready = [{"type": "Ready", "status": "True"}]
+    steady = _pod("p", conditions=ready, statuses=[{"name": "main", "restartCount": 1}])
+    baseline = restart_counts([steady])
+    assert instability(baseline, [steady]) is None
+    restarted = _pod("p", conditions=ready, statuses=[{"name": "main", "restartCount": 2}])
+    assert instability(baseline, [restarted]).reason == "unstable"
+    unready = _pod(
+        "p",
+        conditions=[{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
+        statuses=[{"name": "main", "restartCount": 1}],
+    )
+    assert "lost readiness" in instability(baseline, [unready]).message
+    newcomer = _pod("q", conditions=[{"type": "Ready", "status": "False"}])
+    assert instability(baseline, [newcomer]) is None
+
+
+def test_a_replica_failure_counts_only_when_the_newest_replicaset_has_it() -> None:
+    failing = _status(
+        updatedReplicas=2, readyReplicas=2, availableReplicas=2, replicas=2,
+        conditions=[{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": "quota"}],
+    )  # fmt: skip
+    assert rollout_status(failing).failure.condition == "ReplicaFailure"
+    newest = {"status": {"conditions": [{"type": "ReplicaFailure", "status": "True"}]}}
+    assert has_replica_failure(newest) and not has_replica_failure({"status": {}})
+    assert rollout_status(without_condition(failing, "ReplicaFailure")).done
+    assert failing["status"]["conditions"], "the object itself is left alone"
+
+
+def test_a_deployment_paused_mid_rollout_fails_it_at_once() -> None:
+    paused = _status(updatedReplicas=1, readyReplicas=2, availableReplicas=2, replicas=2)
+    paused["spec"]["paused"] = True
+    failure = rollout_status(paused).failure
+    assert (failure.status, failure.reason) == ("failed", "deployment-paused")
+    assert "kubectl rollout resume deployment/web" in failure.message
+
+
+def test_a_container_running_again_after_a_crash_is_not_definite_yet() -> None:
+    running = {"name": "main", "ready": False, "restartCount": 1, "state": {"running": {}},
+               "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}}  # fmt: skip
+    found = diagnose_pods([_pod("p", statuses=[running])])
+    assert (found.reason, found.definite) == ("start-failed", False)
