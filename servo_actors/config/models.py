@@ -196,6 +196,30 @@ class RestartBackoff(_Strict):
         return self
 
 
+class Liveness(_Strict):
+    """How the servo watches its own actor system (the supervisor, Thespian's admin and logger)."""
+
+    interval: Duration = 1.0
+    """How often the supervisor is pinged (it answers at once in every state)."""
+    timeout: Duration = 3.0
+    """A ping unanswered, or one of those processes stopped, this long: the actor system is lost,
+    killed and started afresh (a microreboot). A death is noticed within a fraction of a second."""
+
+    _positive = field_validator("interval", "timeout")(_positive)
+
+
+class Microreboots(_Strict):
+    """Restart intensity of the servo's own actor system: at most ``max`` microreboots within
+    ``period``, else the run ends (GOODBYE failure, exit 1)."""
+
+    max: int = Field(3, ge=0)
+    """Microreboots allowed within period."""
+    period: Duration = 300.0
+    """The window of the microreboot intensity."""
+
+    _period_positive = field_validator("period")(_positive)
+
+
 class SupervisorConfig(_Strict):
     """Supervision of the connector processes (OTP-style; architecture.md)."""
 
@@ -215,6 +239,8 @@ class SupervisorConfig(_Strict):
     run_dir: str | None = None
     """Where the actor system keeps its logs (connectors.log, Thespian's own). Default: a temporary
     directory removed when the servo exits; set it to keep connector logs after the run."""
+    liveness: Liveness = Liveness()
+    microreboots: Microreboots = Microreboots()
 
     _period_positive = field_validator("period", "startup_timeout")(_positive)
 
