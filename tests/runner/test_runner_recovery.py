@@ -140,3 +140,47 @@ def test_microreboots_past_their_intensity_end_the_run(servo, optimizer, kit) ->
     assert history[-1]["event"] == "GOODBYE" and history[-1]["param"] == {"reason": "failure"}
     assert "supervisor.microreboots" in proc.log()
     assert "Traceback" not in proc.log()
+
+
+@pytest.mark.timeout(120)
+def test_fresh_connectors_that_do_not_answer_are_restarted_and_the_servo_goes_on(
+    servo, optimizer, kit, tmp_path
+) -> None:
+    """After a cancel, a fresh connector hangs in startup() past every budget the runner used to
+    give it: the supervisor kills and restarts it (counted against restart intensity), and the
+    servo waits on, then answers the next command once a fresh one comes up."""
+    slow = tmp_path / "slow-startup"
+    driver = kit.QueueDriver()
+    server = optimizer(driver)
+    driver.server = server
+    hanging = {
+        **PROBE,
+        "config": {**PROBE["config"], "faults": {"startup": {"action": "sleep", "only_if_file": str(slow)}}},
+    }
+    config = kit.servo_config(server, [hanging, OTHER])
+    config["supervisor"] = {
+        "startup_timeout": "1s",
+        "max_restarts": 50,
+        "period": "1m",
+        "restart_backoff": {"min": "10ms", "max": "200ms"},
+        "liveness": LIVENESS,
+    }
+    proc = servo(config)
+    first = driver.push(measure(0))
+    assert first.finished.wait(FINISH_TIMEOUT), proc.log()
+    slow.touch()
+    cancelled = driver.push(measure(30), progress=["cancel"])
+    kit.wait_until(lambda: cancelled.result is not None, FINISH_TIMEOUT, what="the cancelled result")
+    assert cancelled.result["status"] == "cancelled"
+    # Past startup_timeout + 2 s, where the servo used to give up and exit 1.
+    kit.wait_until(lambda: "connectors not all back" in proc.log(), FINISH_TIMEOUT, what="the warning")
+    time.sleep(1.0)
+    assert proc.proc.poll() is None, proc.log()
+    slow.unlink()
+    after = driver.push(measure(0))
+    assert after.finished.wait(FINISH_TIMEOUT), proc.log()
+    assert after.result["status"] == "ok", after.result
+    assert probe_pid(after) != probe_pid(first)
+    proc.signal(signal.SIGTERM)
+    assert proc.wait() == 0, proc.log()
+    kit.check_trace(server.state()["history"])
