@@ -716,7 +716,8 @@ class ServoRuntime:
                 if op.on_progress is not None:
                     op.on_progress(op.progress, op.message)
         elif isinstance(message, m.Done):
-            if op is not None and message.request_id == op.request_id:
+            # A result already settled (cancelled while its Done was late, or lost) stays as it is.
+            if op is not None and message.request_id == op.request_id and op.result is None:
                 op.result = message.result
             # A result of an operation no longer current: nobody waits for it.
         elif isinstance(message, m.SupervisorFailed):
