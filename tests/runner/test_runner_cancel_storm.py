@@ -17,7 +17,6 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 
@@ -82,33 +81,6 @@ def pids_of(entry) -> dict[str, int]:
     return {name: int(notes[f"{name}.pid"]) for name in PROBES}
 
 
-def timed_cancels(base: type) -> type:
-    """``base`` (the QueueDriver) whose timed Abort can be waited for: ``join_timer(entry)``."""
-
-    class TimedCancels(base):  # type: ignore[misc, valid-type]
-        def __init__(self, **options: object) -> None:
-            super().__init__(**options)
-            self.cancel_delays: dict[int, float] = {}
-            self.timers: dict[int, threading.Timer] = {}
-
-        def next_command(self) -> dict:
-            command = super().next_command()
-            entry = self._current
-            if entry is not None and id(entry) in self.cancel_delays:
-                timer = threading.Timer(self.cancel_delays.pop(id(entry)), self.server.cancel)
-                timer.daemon = True
-                self.timers[id(entry)] = timer
-                timer.start()
-            return command
-
-        def join_timer(self, entry: object) -> None:
-            timer = self.timers.pop(id(entry), None)
-            if timer is not None:
-                timer.join(COMMAND_TIMEOUT)
-
-    return TimedCancels
-
-
 @pytest.fixture
 def cpu_load() -> Iterator[list[int]]:
     """Busy-loop processes for the length of the test, killed by PID afterwards."""
@@ -123,7 +95,7 @@ def cpu_load() -> Iterator[list[int]]:
 def test_cancel_storm_under_load(servo, optimizer, kit, cpu_load, tmp_path) -> None:
     print(f"storm seed {SEED} (replay with SERVO_STORM_SEED={SEED})")
     rng = random.Random(SEED)
-    driver = timed_cancels(kit.QueueDriver)(idle_sleep=0.05)
+    driver = kit.QueueDriver(idle_sleep=0.05)
     server = optimizer(driver)
     driver.server = server
     config = kit.servo_config(server, [probe(n) for n in PROBES], progress_interval=PROGRESS_INTERVAL)
@@ -151,12 +123,13 @@ def test_cancel_storm_under_load(servo, optimizer, kit, cpu_load, tmp_path) -> N
             options["result_reply"] = "cancel"
         where = f"trial {trials} ({kind}, {command['cmd']}, cancel after {delay:.3f} s; seed {SEED})"
         skipped_before = proc.log().count(SKIPPED_PROGRESS)
-        entry = driver.push(command, **options)
         if kind != "result":
-            driver.cancel_delays[id(entry)] = delay
+            options["cancel_after"] = delay
+        entry = driver.push(command, **options)
         assert entry.finished.wait(COMMAND_TIMEOUT), f"{where}: no answer\n{proc.log()[-5000:]}"
         # The Abort is pressed before the next command exists, so it cannot hit that one.
-        driver.join_timer(entry)
+        if entry.cancel_timer is not None:
+            entry.cancel_timer.join(COMMAND_TIMEOUT)
         check = driver.push(PROBE_MEASURE)
         assert check.finished.wait(COMMAND_TIMEOUT), (
             f"{where}: the next command was not answered\n{proc.log()[-5000:]}"
