@@ -143,7 +143,7 @@ def section(result: dict, info: dict) -> str:
         "before it noticed the loss: that one was answered `failed` (`supervisor-lost`) and the next "
         "one `ok`. A death is noticed at the next check (within 0.25 s: a SLEEP slice, or the "
         "runtime's listen slice during an operation; a message to a dead supervisor notices it at "
-        "once); a stopped or hung supervisor within `liveness.interval + liveness.timeout` (4 s by "
+        "once); a stopped or hung supervisor within `liveness.interval + liveness.timeout` (6 s by "
         f"default). Exit code after SIGTERM: {result['exit_code']}; leaked processes: "
         f"{result['leaked'] or 'none'}.\n\n"
     )

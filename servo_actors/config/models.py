@@ -201,9 +201,10 @@ class Liveness(_Strict):
 
     interval: Duration = 1.0
     """How often the supervisor is pinged (it answers at once in every state)."""
-    timeout: Duration = 3.0
+    timeout: Duration = 5.0
     """A ping unanswered, or one of those processes stopped, this long: the actor system is lost,
-    killed and started afresh (a microreboot). A death is noticed within a fraction of a second."""
+    killed and started afresh (a microreboot). A death is noticed within a fraction of a second.
+    Generous: a supervisor forking dozens of fresh connectors on a loaded machine answers late."""
 
     _positive = field_validator("interval", "timeout")(_positive)
 
