@@ -13,6 +13,12 @@ operation's result as a wire event).
 Cancellation is crash-only: whatever the optimizer answers that ends a running operation
 (``cancel``, ``unexpected-event``, ``invalid``) makes the supervisor kill every connector and start
 fresh ones; the loop never waits on a connector to tidy up.
+
+Recovery of the servo's own processes is crash-only too: when the runtime finds its actor system
+lost (the supervisor, Thespian's admin or logger dead, stopped or not answering), it kills all of
+it; the command in flight is answered ``failed`` (reason ``supervisor-lost``) and the loop starts a
+fresh actor system (a microreboot) before it polls again, also in the middle of a SLEEP. More than
+``supervisor.microreboots.max`` of them within ``period`` end the run (GOODBYE ``failure``, exit 1).
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from typing import Any
 
 from servo_actors import USER_AGENT, __version__
 from servo_actors.actors import Operation, OperationResult, ServoRuntime
+from servo_actors.actors.restart_policy import RestartIntensity
+from servo_actors.actors.runtime import LOST_REASON, SupervisorLost
 from servo_actors.config import ServoConfig
 from servo_actors.connectors import Control
 from servo_actors.errors import ConfigError, ProtocolError, ServoError, SupervisorError
@@ -53,8 +61,9 @@ WAIT_SLICE = 0.1
 """Longest the loop waits on an operation before it looks at signals again (seconds)."""
 KILL_CONFIRM_WAIT = 1.0
 """Longest the loop waits, after a cancel, for the supervisor to confirm the kills went out."""
-SLEEP_SLICE = 0.5
-"""Longest a SLEEP waits before it looks for a SIGHUP reload (a stop ends it at once)."""
+SLEEP_SLICE = 0.25
+"""Longest a SLEEP waits before it looks for a SIGHUP reload and at the actor system's health (a
+stop ends it at once)."""
 
 Observer = Callable[[str, dict[str, Any]], None]
 """``observer(what, detail)``: told of each command and result, for ``demo`` and tests."""
@@ -87,6 +96,9 @@ class Runner:
         self.runtime: ServoRuntime | None = None
         self.client: OptimizerClient | None = None
         self.identity: IdentityGuard | None = None
+        reboots = config.supervisor.microreboots
+        self._microreboots = RestartIntensity(reboots.max, reboots.period)
+        self._described_metrics: dict[str, Any] | None = None
 
     # --- public -------------------------------------------------------------------------------
 
@@ -96,7 +108,13 @@ class Runner:
         try:
             # The actor system forks its processes: start it before the HTTP client makes threads.
             self.runtime = ServoRuntime(self.config)
-            self.runtime.start()
+            try:
+                started = self.runtime.start(stop=self.signals.stop, patient=True)
+            except SupervisorLost as exc:
+                started = self._recover(exc)
+            if not started:
+                log.info("stopped (%s) while the connectors were starting", self._stop_name())
+                return 0
             self.client = self._new_client(self.config)
             return self._serve()
         finally:
@@ -122,6 +140,7 @@ class Runner:
             while not self.signals.stop.is_set():
                 if self.signals.take_reload():
                     self._reload()
+                self._heal()
                 failure = self.runtime.failure
                 if failure is not None:
                     raise failure
@@ -132,15 +151,48 @@ class Runner:
         except StopRequested:
             pass
         except SupervisorError as exc:
-            # The supervisor gave up on a connector (restart intensity) or died: no hot loop, stop.
+            # The supervisor gave up on a connector (restart intensity), or the servo's own actor
+            # system keeps getting lost (microreboot intensity): no hot loop, stop.
             log.error("stopping: %s", exc)
             self.runtime.stop()
             self._goodbye("failure")
             return 1
         # An operation may still run: kill it first (crash-only), then say goodbye.
         self.runtime.stop()
-        self._goodbye(self._stop_reason or self.signals.stop_signal or "shutdown")
+        self._goodbye(self._stop_name())
         return 0
+
+    def _stop_name(self) -> str:
+        return self._stop_reason or self.signals.stop_signal or "shutdown"
+
+    def _heal(self) -> None:
+        """A lost actor system (already killed by the runtime) is replaced by a fresh one here."""
+        assert self.runtime is not None
+        self.runtime.poll()
+        lost = self.runtime.lost
+        if lost is not None and not self._recover(lost):
+            raise StopRequested(self._stop_name())
+
+    def _recover(self, lost: SupervisorLost) -> bool:
+        """Microreboots until one holds; SupervisorError past the intensity, False when stopped."""
+        assert self.runtime is not None
+        while True:
+            reboots = self.config.supervisor.microreboots
+            if self._microreboots.record(time.monotonic()):
+                raise SupervisorError(
+                    f"{lost}; more than {reboots.max} microreboots within {reboots.period:g}s "
+                    "(supervisor.microreboots): giving up"
+                )
+            log.warning("microreboot: starting a fresh actor system (%s)", lost)
+            started = time.monotonic()
+            try:
+                if not self.runtime.reboot(stop=self.signals.stop):
+                    return False
+            except SupervisorLost as again:
+                lost = again
+                continue
+            log.info("microreboot done in %.2fs: fresh connectors answer", time.monotonic() - started)
+            return True
 
     def _dispatch(self, command: Command) -> None:
         self._notify(
@@ -165,7 +217,15 @@ class Runner:
         event = _RESULT_EVENTS[operation]
         control: Control | None = params.get("control")
         expected = control.expected_seconds if control else 0.0
-        op = self.runtime.begin(operation, **params)
+        try:
+            op = self.runtime.begin(operation, **params)
+        except SupervisorLost as exc:
+            # Lost between commands and not yet rebooted: this command fails; the loop heals next.
+            self.client.post_result(
+                event,
+                failure_result(event, command.cmd_uid, status="failed", reason=LOST_REASON, message=str(exc)),
+            )
+            return
         schedule = ProgressSchedule(time.monotonic(), expected, self.config.settings.progress_interval)
         while True:
             wait = min(WAIT_SLICE, max(0.0, schedule.next_due - time.monotonic())) if progress else WAIT_SLICE
@@ -190,7 +250,14 @@ class Runner:
                 if reply is not None and reply.status != "ok":
                     self._abandon(command, op, event, reply)
                     return
-        reply = self.client.post_result(event, result_param(event, command, result, params.get("metrics")))
+        described = None
+        if operation == "describe" and result.ok:
+            self._described_metrics = dict(result.data.get("metrics") or {})
+        elif operation == "adjust" and result.ok:
+            described = self._measurement_metrics()
+        reply = self.client.post_result(
+            event, result_param(event, command, result, params.get("metrics"), described)
+        )
         if reply is not None and reply.status == "cancel":
             # Abort pressed as the result went out: the command counts as cancelled; start fresh.
             log.info(
@@ -198,7 +265,8 @@ class Runner:
                 command.cmd,
                 command.cmd_uid,
             )
-            self.runtime.cancel()
+            if not self.runtime.cancel(stop=self.signals.stop):
+                raise StopRequested(self._stop_name())
         self._notify(
             "result",
             {
@@ -210,6 +278,24 @@ class Runner:
                 "data": result.data,
             },
         )
+
+    def _measurement_metrics(self) -> dict[str, Any]:
+        """The metrics the connectors describe (an ADJUSTMENT's ``state.measurement``): from the
+        last DESCRIBE, else from a describe now (once; its failure leaves the metrics empty)."""
+        assert self.runtime is not None
+        if self._described_metrics is None:
+            try:
+                op = self.runtime.begin("describe")
+            except SupervisorLost:
+                return {}
+            while (result := self.runtime.wait(op, WAIT_SLICE)) is None:
+                if self.signals.stop.is_set():
+                    raise StopRequested(self._stop_name())
+            if not result.ok:
+                log.warning("no metrics for the ADJUSTMENT's state: describe failed (%s)", result.message)
+                return {}
+            self._described_metrics = dict(result.data.get("metrics") or {})
+        return self._described_metrics
 
     def _abandon(self, command: Command, op: Operation, event: str, reply: OptimizerStatus) -> None:
         """The optimizer's answer to a progress post ends the operation: kill, respawn, maybe report."""
@@ -234,7 +320,7 @@ class Runner:
         # unexpected-event / invalid: the servo and optimizer lost sync; no result is owed.
         # Either way the next command is taken only by fresh connectors.
         if not self.runtime.finish_cancel(request, stop=self.signals.stop):
-            raise StopRequested(self.signals.stop_signal or "stop")
+            raise StopRequested(self._stop_name())
 
     def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -245,24 +331,52 @@ class Runner:
             self.signals.stop.wait(min(remaining, SLEEP_SLICE))
             if self.signals.take_reload():
                 self._reload()
+            # A death during a long SLEEP is healed now, not when the SLEEP ends.
+            self._heal()
 
     def _reload(self) -> None:
-        """SIGHUP: load the file again; a good one replaces the connectors, a broken one is refused."""
+        """SIGHUP: load the file again; a good one replaces the connectors, a broken one is refused.
+
+        The new connectors start in a second actor system beside the running one, which is stopped
+        only once they all answer: a file that is valid but whose connectors cannot start (restart
+        intensity exceeded, or not ready within their startup budget) leaves the running ones
+        serving, untouched. (Stopping the old set first and restoring it on failure would leave a
+        window with no connectors, and a second start that may fail too.) The cost: for a moment
+        both sets run, so a connector that needs an exclusive resource at startup (a fixed port)
+        cannot be reloaded this way; that reload fails and says why.
+        """
         assert self.runtime is not None
         from servo_actors.config.loading import load_config, require_optimizer
 
+        source = self.config_path or "servo.yaml"
         try:
             new = load_config(self.config_path)
             require_optimizer(new)
+            runtime = ServoRuntime(new)
         except ConfigError as exc:
             log.error("configuration reload refused, keeping the running one: %s", exc)
             return
-        log.info("configuration reloaded from %s: restarting connectors", self.config_path or "servo.yaml")
-        self.runtime.restart(new)
+        log.info("configuration reload from %s: starting the new connectors beside the running ones", source)
+        try:
+            started = runtime.start(stop=self.signals.stop)
+        except SupervisorError as exc:
+            log.error("configuration reload from %s failed, keeping the running connectors: %s", source, exc)
+            return
+        if not started:
+            raise StopRequested(self._stop_name())
+        old, self.runtime = self.runtime, runtime
+        old.stop()
+        self._described_metrics = None
+        log.info(
+            "configuration reloaded from %s: the new connectors answer, the old ones are stopped", source
+        )
         if new.optimizer != self.config.optimizer or new.settings != self.config.settings:
             assert self.client is not None
             self.client.close()
             self.client = self._new_client(new)
+        if new.supervisor.microreboots != self.config.supervisor.microreboots:
+            reboots = new.supervisor.microreboots
+            self._microreboots = RestartIntensity(reboots.max, reboots.period)
         self.config = new
 
     def _goodbye(self, reason: str) -> None:
@@ -290,7 +404,11 @@ class Runner:
 
 
 def result_param(
-    event: str, command: Command, result: OperationResult, requested: list[str] | None
+    event: str,
+    command: Command,
+    result: OperationResult,
+    requested: list[str] | None,
+    described_metrics: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The param of the result event for ``result``: always a valid result, whatever the connectors
     returned. One that breaks the protocol becomes a ``failed`` result naming what is wrong; values
@@ -316,7 +434,7 @@ def result_param(
             if param.get("message"):
                 log.warning("%s %s: %s", command.cmd, cmd_uid, param["message"])
             return param
-        return adjustment_result(cmd_uid, components=data.get("components", {}))
+        return adjustment_result(cmd_uid, components=data.get("components", {}), metrics=described_metrics)
     except (ProtocolError, ServoError, AttributeError, TypeError, ValueError, RecursionError) as exc:
         message = f"connector results do not fit the protocol: {exc}"
         log.error("%s %s: %s", command.cmd, cmd_uid, message)

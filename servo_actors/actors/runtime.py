@@ -14,9 +14,20 @@ Example::
         runtime.wait_cancel(request, timeout=30)  # True once every fresh connector answers
 
 It owns one actor system (its own loopback port and session) and talks only to the Supervisor,
-always with a request id: an external ``listen`` returns the next message of any kind, so answers
-to anything but the current request (late progress, results of abandoned operations) are dropped.
-All calls are made from one thread. Every wait is bounded; ``stop`` kills whatever is left.
+always with a request id. An external ``listen`` returns the next message of any kind, and Thespian
+does not keep the order of messages: an answer may arrive while the runtime is waiting for
+something else (a ``Cancelled`` before the cancelled operation's ``Done``). Answers are therefore
+kept by request id (a bounded map) until asked for; progress and results of operations no longer
+current are dropped. All calls are made from one thread. Every wait is bounded or watched; ``stop``
+kills whatever is left.
+
+The runtime watches its own actor system (``watchdog.py``): the supervisor, Thespian's admin and
+logger are checked by PID and state, and the supervisor is pinged every
+``supervisor.liveness.interval`` seconds. A process that dies is noticed at the next check (within
+``LIVENESS_INTERVAL`` while waiting, within a progress or sleep slice otherwise); one that is
+stopped or stops answering, within ``interval + timeout``. Then the system is ``lost``: it is
+killed at once, the operation in flight resolves ``failed`` with reason ``supervisor-lost``, and
+``reboot`` starts a fresh one (the runner decides how often, see ``supervisor.microreboots``).
 """
 
 from __future__ import annotations
@@ -32,8 +43,10 @@ import tempfile
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -43,17 +56,22 @@ from servo_actors.actors import descendants, processes
 from servo_actors.actors import messages as m
 from servo_actors.actors.results import OPERATIONS, OperationResult, aggregate
 from servo_actors.actors.system import ActorSystemHandle
+from servo_actors.actors.watchdog import Watchdog
 from servo_actors.config.connector_types import resolve_connector_type
 from servo_actors.config.models import ServoConfig
 from servo_actors.connectors.base import Control
 from servo_actors.errors import ConfigError, SupervisorError
 
 START_MARGIN = 5.0
-"""Seconds added to the connectors' startup budget before ``start``/``restart`` give up."""
+"""Seconds added to the connectors' startup budget before a bounded ``start``/``restart`` gives up."""
 CANCEL_MARGIN = 2.0
-"""Seconds added to ``startup_timeout`` before ``cancel`` gives up waiting for fresh connectors."""
-CANCEL_STOP_CHECK = 0.1
-"""How often ``finish_cancel`` looks at its stop event while the connectors come back."""
+"""Seconds added to ``startup_timeout`` between warnings while fresh connectors are awaited."""
+STOP_CHECK = 0.1
+"""How often a long wait (fresh connectors after a cancel or start) looks at its stop event."""
+ANSWERS_KEPT = 64
+"""Answers kept by request id until asked for (oldest dropped first): a handful are ever pending."""
+LOST_REASON = "supervisor-lost"
+"""The reason word of an operation whose actor system was lost under it."""
 CANCELLED_RESULT_WAIT = 1.0
 """Seconds ``cancel`` waits for the cancelled operation's result once the connectors are back."""
 STOP_MARGIN = 0.5
@@ -74,6 +92,21 @@ DRAIN_LIMIT = 100
 
 _log = logging.getLogger(__name__)
 _ids = itertools.count(1)
+
+
+class SupervisorLost(SupervisorError):
+    """The runtime's own actor system (supervisor, admin or logger) died, stopped or stopped
+    answering; it has been killed. Not terminal: ``reboot`` starts a fresh one."""
+
+    reason = LOST_REASON
+
+
+def _bound_external_tells(seconds: float) -> None:
+    """An external ``tell`` waits for the receiver's acknowledgement, for 60 s by default: a stopped
+    supervisor would block the runtime that long. Read by Thespian at call time."""
+    import thespian.system.systemBase as system_base
+
+    system_base.MAX_TELL_PERIOD = timedelta(seconds=seconds)
 
 
 @dataclass
@@ -183,6 +216,11 @@ class ServoRuntime:
         self._supervisor_pid: int | None = None
         self._polled_at = 0.0
         self._exit_hook: Callable[[], None] | None = None
+        self._answers: OrderedDict[str, Any] = OrderedDict()
+        liveness = config.supervisor.liveness
+        self._watchdog = Watchdog(liveness.interval, liveness.timeout)
+        self._checked_at = 0.0
+        self._lost: SupervisorLost | None = None
 
     # ----- lifecycle ---------------------------------------------------------------------------
 
@@ -206,15 +244,21 @@ class ServoRuntime:
         """The session id shared by every process of this runtime's actor system."""
         return self._system.session_id if self._system else None
 
-    def start(self) -> None:
-        """Start the actor system, the supervisor and every connector; return once all answered.
+    def start(self, *, stop: threading.Event | None = None, patient: bool = False) -> bool:
+        """Start the actor system, the supervisor and every connector; True once all answered.
 
         Raises SupervisorError when a connector cannot be started (restart intensity exceeded, or
-        not ready within the connectors' startup budget); nothing is left running then.
+        not ready within the connectors' startup budget); nothing is left running then. With
+        ``patient`` there is no budget: the wait goes on while the supervisor keeps restarting the
+        connectors (and answers its liveness pings), with a warning every budget. With ``stop``,
+        the wait ends within ``STOP_CHECK`` of it being set: False, and nothing is left running.
         """
         if self._system is not None:
-            return
-        self._failure, self._op, self._supervisor_pid = None, None, None
+            return True
+        self._failure, self._op, self._supervisor_pid, self._lost = None, None, None, None
+        self._answers.clear()
+        self._watchdog.reset()
+        _bound_external_tells(self._config.supervisor.liveness.timeout)
         if self._run_dir is None:
             self._run_dir = Path(tempfile.mkdtemp(prefix=f"servo-actors-{os.getpid()}-"))
         self._system = ActorSystemHandle(self._run_dir)
@@ -234,24 +278,84 @@ class ServoRuntime:
                 processes.start_ticks(os.getpid()),
             )
             self._tell(request)
-            self._await_ready(request.request_id, "start")
+            ready = self._await_ready(request.request_id, "start", stop=stop, patient=patient)
         except BaseException:
             self.stop()
             raise
+        if not ready:
+            self.stop()
+        return ready
+
+    def reboot(self, *, stop: threading.Event | None = None) -> bool:
+        """A microreboot: kill what is left of the actor system and start a fresh one (patiently).
+
+        True once the fresh connectors answer; False if ``stop`` was set meanwhile (nothing is left
+        running then). SupervisorLost if the fresh system is lost too, SupervisorError if its
+        connectors cannot start (restart intensity exceeded).
+        """
+        self._kill_system()
+        return self.start(stop=stop, patient=True)
 
     def _startup_budget(self) -> float:
         return self._settings.startup_timeout * max(1, len(self._specs)) + START_MARGIN
 
-    def _await_ready(self, request_id: str, what: str) -> None:
-        reply = self._await(request_id, self._startup_budget())
+    def _await_ready(
+        self, request_id: str, what: str, *, stop: threading.Event | None = None, patient: bool = False
+    ) -> bool:
+        """Wait for the supervisor's ``Ready``; False if ``stop`` was set first."""
+        budget = self._startup_budget()
+        reply = self._await_long(request_id, budget, what, stop=stop, patient=patient)
         if self._failure is not None:
             raise self._failure
         if reply is None:
+            if stop is not None and stop.is_set():
+                return False
+            if self._lost is not None:
+                raise self._lost
             waiting = ", ".join(f"{c.name} ({c.state})" for c in self.status().children if c.state != "ready")
-            raise SupervisorError(
-                f"connectors did not all answer within {self._startup_budget():g}s of {what}: {waiting}"
-            )
+            raise SupervisorError(f"connectors did not all answer within {budget:g}s of {what}: {waiting}")
         self._children = reply.children
+        return True
+
+    def _await_long(
+        self,
+        request_id: str,
+        budget: float,
+        what: str,
+        *,
+        stop: threading.Event | None = None,
+        patient: bool = False,
+    ) -> Any:
+        """The answer to ``request_id``; None after ``budget`` (unless ``patient``), once ``stop``
+        is set, or once the system is lost. A patient wait warns every ``budget`` seconds."""
+        started = time.monotonic()
+        warn_at = started + budget
+        while True:
+            now = time.monotonic()
+            if not patient and now >= warn_at:
+                return None
+            if patient and now >= warn_at:
+                warn_at = now + budget
+                _log.warning(
+                    "connectors not all back %.0fs after %s (%s); the supervisor keeps restarting them",
+                    now - started,
+                    what,
+                    self._not_ready(),
+                )
+            reply = self._await(request_id, min(STOP_CHECK, max(0.0, warn_at - now)))
+            if reply is not None:
+                return reply
+            if self._lost is not None or self._failure is not None or self._system is None:
+                return None
+            if stop is not None and stop.is_set():
+                return None
+
+    def _not_ready(self) -> str:
+        try:
+            children = self.status().children
+        except SupervisorError as exc:
+            return str(exc)
+        return ", ".join(f"{c.name} {c.state}" for c in children if c.state != "ready") or "all ready now"
 
     def stop(self) -> None:
         """Stop every connector (graceful up to its shutdown timeout, then SIGKILL) and kill the system.
@@ -261,12 +365,13 @@ class ServoRuntime:
         """
         system = self._system
         if system is None:
+            self._remove_run_dir()
             return
         if self._exit_hook is not None:
             atexit.unregister(self._exit_hook)
             self._exit_hook = None
         try:
-            if system.running and self._supervisor is not None:
+            if system.running and self._supervisor is not None and self._lost is None:
                 request = m.Stop(self._new_id("stop"))
                 self._tell(request)
                 longest = max((s.shutdown_timeout for s in self._specs), default=0.0)
@@ -276,25 +381,44 @@ class ServoRuntime:
         except Exception as exc:  # the kill below is what guarantees the outcome
             _log.warning("orderly stop of the connectors failed (%s); killing them", exc)
         finally:
-            self._system = None
-            self._supervisor = None
-            survivors = system.kill()
-            if system.session_id is not None:  # processes that left the session, in its cgroups
-                survivors += descendants.release_session(system.session_id)
-            if survivors:
-                _log.error("processes %s of the actor system survived SIGKILL", survivors)
-            if self._own_run_dir and self._run_dir is not None:
-                shutil.rmtree(self._run_dir, ignore_errors=True)
-                self._run_dir = None
+            self._kill_system()
+            self._remove_run_dir()
 
-    def restart(self, config: ServoConfig) -> None:
-        """Replace the connectors with those of ``config`` (SIGHUP reload); returns once all answer."""
+    def _kill_system(self) -> None:
+        """SIGKILL every process of the actor system at once (crash-only); the run dir stays."""
+        system, self._system, self._supervisor = self._system, None, None
+        self._supervisor_pid = None
+        self._answers.clear()
+        self._watchdog.reset()
+        if self._exit_hook is not None:
+            atexit.unregister(self._exit_hook)
+            self._exit_hook = None
+        if system is None:
+            return
+        survivors = system.kill()
+        if system.session_id is not None:  # processes that left the session, in its cgroups
+            survivors += descendants.release_session(system.session_id)
+        if survivors:
+            _log.error("processes %s of the actor system survived SIGKILL", survivors)
+
+    def _remove_run_dir(self) -> None:
+        if self._own_run_dir and self._run_dir is not None:
+            shutil.rmtree(self._run_dir, ignore_errors=True)
+            self._run_dir = None
+
+    def restart(self, config: ServoConfig, *, stop: threading.Event | None = None) -> bool:
+        """Replace the connectors with those of ``config`` in this actor system; True once all answer.
+
+        The old connectors are stopped first. (The runner's SIGHUP reload starts a second runtime
+        instead, so that a new set that cannot start leaves the old one serving.) False if ``stop``
+        was set during the wait.
+        """
         self._require_running()
         specs, settings = child_specs(config), supervisor_settings(config)
         self._config, self._specs, self._settings, self._failure = config, specs, settings, None
         request = m.Reconfigure(self._new_id("reconfigure"), settings, specs)
         self._tell(request)
-        self._await_ready(request.request_id, "restart")
+        return self._await_ready(request.request_id, "restart", stop=stop)
 
     # ----- operations --------------------------------------------------------------------------
 
@@ -321,7 +445,8 @@ class ServoRuntime:
         expected = control.expected_seconds if operation in ("measure", "adjust") else 0.0
         deadline = time.monotonic() + expected + self._settings.operation_grace + RESULT_MARGIN
         self._op = Operation(request.request_id, operation, deadline)
-        self._tell(request)
+        with contextlib.suppress(SupervisorLost):
+            self._tell(request)  # lost: the operation has resolved failed (supervisor-lost)
         return self._op
 
     def wait(self, op: Operation, timeout: float) -> OperationResult | None:
@@ -332,7 +457,13 @@ class ServoRuntime:
         if op.result is None and self._system is not None:
             deadline = time.monotonic() + max(0.0, timeout)
             while op.result is None and self._system is not None:
-                remaining = deadline - time.monotonic()
+                now = time.monotonic()
+                if op is self._op and now > op.deadline:
+                    # The supervisor enforces the operation's deadline itself: past it and a margin,
+                    # it is broken, whatever its process looks like.
+                    self._lose(f"the supervisor did not answer {op.operation} by its deadline")
+                    break
+                remaining = deadline - now
                 if remaining <= 0:
                     break
                 self._receive(self._listen(remaining))
@@ -346,6 +477,8 @@ class ServoRuntime:
         op.on_progress = on_progress
         while True:
             result = self.wait(op, POLL_INTERVAL)
+            if result is not None and result.reason == LOST_REASON and self._lost is not None:
+                raise self._lost
             if result is not None:
                 return result
             if self._system is None:
@@ -353,28 +486,41 @@ class ServoRuntime:
             if time.monotonic() > op.deadline:
                 raise SupervisorError(f"the supervisor did not answer {operation} by its deadline")
 
-    def cancel(self) -> None:
+    def cancel(self, stop: threading.Event | None = None) -> bool:
         """Kill every connector at once and start them all fresh; return when all answer again.
 
-        The operation in flight, if any, resolves to status ``cancelled``. Raises SupervisorError
-        if the connectors are not back within ``startup_timeout`` plus a margin. Equivalent to
-        ``wait_cancel(begin_cancel(), budget)``, raising when the budget runs out.
+        The operation in flight, if any, resolves to status ``cancelled``. Equivalent to
+        ``finish_cancel(begin_cancel(), stop)``.
         """
-        self.finish_cancel(self.begin_cancel())
+        return self.finish_cancel(self.begin_cancel(), stop)
 
     def finish_cancel(self, request: CancelRequest, stop: threading.Event | None = None) -> bool:
-        """Wait for the fresh connectors after ``begin_cancel``; SupervisorError past the budget.
+        """Wait for the fresh connectors after ``begin_cancel``; True once they answer.
 
-        With ``stop``, the wait ends early (False) once it is set: a servo told to exit does not
-        wait for connectors it is about to kill anyway.
+        There is no budget: a fresh connector that does not come up is the supervisor's to kill
+        and start again (counted against restart intensity, which ends in a terminal failure), so
+        the wait goes on while the supervisor lives and answers, with a warning every
+        ``startup_timeout`` plus a margin. It ends at once (True) when the system is lost or the
+        supervisor gives up: the caller finds out from ``lost``/``failure``. With ``stop``, it ends
+        early (False) once that is set: a servo told to exit does not wait for connectors it is
+        about to kill anyway.
         """
         budget = self._settings.startup_timeout + CANCEL_MARGIN
-        deadline = time.monotonic() + budget
-        while not self.wait_cancel(request, min(CANCEL_STOP_CHECK, max(0.0, deadline - time.monotonic()))):
+        warn_at = time.monotonic() + budget
+        started = time.monotonic()
+        while not self.wait_cancel(request, STOP_CHECK):
+            if self._lost is not None or self._failure is not None or self._system is None:
+                return True
             if stop is not None and stop.is_set():
                 return False
-            if time.monotonic() >= deadline:
-                raise SupervisorError(f"connectors did not answer within {budget:g}s of a cancel")
+            now = time.monotonic()
+            if now >= warn_at:
+                warn_at = now + budget
+                _log.warning(
+                    "connectors not all back %.0fs after a cancel (%s); the supervisor keeps restarting them",
+                    now - started,
+                    self._not_ready(),
+                )
         return True
 
     def begin_cancel(self) -> CancelRequest:
@@ -384,10 +530,17 @@ class ServoRuntime:
         the next ``wait``/``wait_cancel``), so a caller may report the cancellation before the
         connectors are back; ``wait_cancel`` then waits for them.
         """
-        self._require_running(allow_failed=True)
         op = self._op if self._op is not None and self._op.result is None else None
         request = CancelRequest(self._new_id("cancel"), op)
-        self._tell(m.Cancel(request.request_id, op.request_id if op is not None else None))
+        if self._lost is not None:
+            # Nothing left to kill: the lost system went with everything in it.
+            request.done = True
+            return request
+        self._require_running(allow_failed=True)
+        try:
+            self._tell(m.Cancel(request.request_id, op.request_id if op is not None else None))
+        except SupervisorLost:
+            request.done = True
         return request
 
     def wait_cancel(self, request: CancelRequest, timeout: float) -> bool:
@@ -412,22 +565,30 @@ class ServoRuntime:
 
     @property
     def failure(self) -> SupervisorError | None:
-        """Set once the supervisor gave up (restart intensity exceeded): the servo must stop, exit 1."""
+        """Set once the supervisor gave up (restart intensity exceeded: the servo must stop, exit 1),
+        or once the actor system was lost (``lost``: a ``reboot`` may bring it back)."""
         now = time.monotonic()
         if self._failure is None and self.started and now - self._polled_at >= FAILURE_POLL_INTERVAL:
             self._polled_at = now
             self.poll()
-        return self._failure
+        return self._failure or self._lost
+
+    @property
+    def lost(self) -> SupervisorLost | None:
+        """Set once the actor system was lost (see module docstring) and killed; ``reboot`` clears it."""
+        return self._lost
 
     def poll(self) -> None:
-        """Handle the messages that have already arrived (progress, results, failure); never waits."""
+        """Handle the messages that have already arrived (progress, results, failure) and check the
+        actor system's processes (a liveness ping may go out); never waits."""
         for _ in range(DRAIN_LIMIT):
             if self._system is None:
                 return
             message = self._system.listen(DRAIN_SLICE)
             if message is None:
-                return
+                break
             self._receive(message)
+        self._check_liveness(force=True)
 
     @property
     def current(self) -> Operation | None:
@@ -448,25 +609,36 @@ class ServoRuntime:
         """Live PIDs of every process of the actor system (admin, logger, supervisor, connectors)."""
         return self._system.members() if self._system else []
 
+    def own_processes(self) -> dict[str, int]:
+        """The watched processes of the actor system: ``supervisor``, ``Thespian admin``, ``Thespian
+        logger`` -> PID (known once the supervisor has answered ``start``)."""
+        return dict(self._watchdog.watched)
+
     # ----- messages ----------------------------------------------------------------------------
 
     def _tell(self, message: Any) -> None:
-        """Send to the supervisor (it never blocks, so this returns at once unless it is gone)."""
+        """Send to the supervisor: it never blocks, so this returns at once unless it is stopped or
+        gone (then, after at most ``liveness.timeout``, SupervisorLost)."""
         if self._supervisor_pid is not None and not processes.is_running(self._supervisor_pid):
-            self._supervisor_died()  # Thespian would retry a dead address for its transmit timeout
-        if self._failure is not None and self._supervisor_pid is None:
-            raise self._failure
+            # Thespian would retry a dead address for its transmit timeout.
+            self._lose(f"the supervisor (pid {self._supervisor_pid}) died")
+        if self._lost is not None:
+            raise self._lost
+        if self._system is None:
+            raise SupervisorError("the connector runtime is not running")
         try:
-            self._system.tell(self._supervisor, message)  # type: ignore[union-attr]
+            self._system.tell(self._supervisor, message)
         except Exception as exc:  # Thespian's failures are not ServoErrors: name what is wrong
-            self._failure = SupervisorError(f"the supervisor cannot be reached ({type(exc).__name__}: {exc})")
-            raise self._failure from None
+            self._lose(f"the supervisor cannot be reached ({type(exc).__name__}: {exc})")
+            raise self._lost from None  # type: ignore[misc]
 
     @staticmethod
     def _new_id(kind: str) -> str:
         return f"{kind}-{os.getpid()}-{next(_ids)}"
 
     def _require_running(self, *, allow_failed: bool = False) -> None:
+        if self._lost is not None:
+            raise self._lost
         if not self.started or self._supervisor is None:
             raise SupervisorError("the connector runtime is not running")
         # Only a failure already received: polling here would cost every call a millisecond, and
@@ -475,40 +647,72 @@ class ServoRuntime:
             raise self._failure
 
     def _await(self, request_id: str, timeout: float) -> Any:
-        """Handle messages until the answer to ``request_id`` arrives; None after ``timeout``."""
+        """The answer to ``request_id`` (kept if it came early); None after ``timeout`` or once the
+        system is lost. Messages that arrive meanwhile are handled."""
         deadline = time.monotonic() + timeout
-        while self._system is not None:
+        while True:
+            if request_id in self._answers:
+                return self._answers.pop(request_id)
+            if self._system is None or self._lost is not None:
+                return None
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            message = self._listen(remaining)
-            self._receive(message)
-            if self._failure is not None and self._supervisor_pid is None:
-                return None  # the supervisor is gone: nobody will answer
-            if getattr(message, "request_id", None) == request_id and not isinstance(
-                message, (m.Progress, m.Done)
-            ):
-                return message
-        return None
+            self._receive(self._listen(remaining))
 
     def _listen(self, timeout: float) -> Any:
-        """The next message within ``timeout``; on silence, make sure the supervisor still lives."""
+        """The next message within ``timeout`` (at most ``LIVENESS_INTERVAL``), then a liveness check."""
         assert self._system is not None
         message = self._system.listen(min(timeout, LIVENESS_INTERVAL))
-        if (
-            message is None
-            and self._supervisor_pid is not None
-            and not processes.is_running(self._supervisor_pid)
-        ):
-            self._supervisor_died()
+        self._check_liveness(force=message is None)
         return message
 
-    def _supervisor_died(self) -> None:
-        text = f"the supervisor (pid {self._supervisor_pid}) died; its connectors died with it"
-        self._failure, self._supervisor_pid = SupervisorError(text), None
+    def _check_liveness(self, *, force: bool = False) -> None:
+        """Ask the watchdog about the system's processes; send a ping when one is due."""
+        if self._system is None or self._lost is not None:
+            return
+        now = time.monotonic()
+        if not force and now - self._checked_at < FAILURE_POLL_INTERVAL:
+            return
+        self._checked_at = now
+        if self._supervisor_pid is not None and not self._watchdog.watched:
+            self._watch_processes(self._supervisor_pid)
+        problem = self._watchdog.verdict(now, processes.proc_stat)
+        if problem is not None:
+            self._lose(problem)
+            return
+        if self._watchdog.ping_due(now) and not self._watchdog.stopped("supervisor"):
+            request = m.GetStatus(self._new_id("ping"))
+            self._watchdog.ping_sent(request.request_id, now)
+            with contextlib.suppress(SupervisorLost):
+                self._tell(request)
+
+    def _watch_processes(self, supervisor_pid: int) -> None:
+        """Watch the supervisor, its parent (Thespian's admin) and the admin's other child (the logger)."""
+        self._watchdog.watch("supervisor", supervisor_pid)
+        stat = processes.proc_stat(supervisor_pid)
+        if stat is None or self._system is None or self._system.session_id is None:
+            return  # gone already: the next verdict says so
+        admin = processes.proc_stat(stat.ppid)
+        if admin is None or admin.sid != self._system.session_id:
+            return
+        self._watchdog.watch("Thespian admin", admin.pid)
+        for child in processes.children_of(admin.pid):
+            if child.pid != supervisor_pid and child.alive and child.sid == admin.sid:
+                self._watchdog.watch("Thespian logger", child.pid)
+                break
+
+    def _lose(self, why: str) -> None:
+        """The actor system is lost: kill all of it now, fail the operation in flight."""
+        if self._lost is not None:
+            return
+        text = f"{why}; the actor system was killed and its connectors with it"
+        _log.error("%s", text)
+        self._lost = SupervisorLost(text)
         op = self._op
         if op is not None and op.result is None:
-            op.result = aggregate(op.operation, [], extra_problem=("failed", "supervisor-failed", text))
+            op.result = aggregate(op.operation, [], extra_problem=("failed", LOST_REASON, text))
+        self._kill_system()
 
     def _receive(self, message: Any) -> None:
         op = self._op
@@ -525,8 +729,19 @@ class ServoRuntime:
                 if op.on_progress is not None:
                     op.on_progress(op.progress, op.message)
         elif isinstance(message, m.Done):
-            if op is not None and message.request_id == op.request_id:
+            # A result already settled (cancelled while its Done was late, or lost) stays as it is.
+            if op is not None and message.request_id == op.request_id and op.result is None:
                 op.result = message.result
+            # A result of an operation no longer current: nobody waits for it.
         elif isinstance(message, m.SupervisorFailed):
             self._failure = SupervisorError(message.message)
-        # Anything else is an answer nobody waits for any more: dropped.
+        elif message is not None and isinstance(getattr(message, "request_id", None), str):
+            # An answer (Ready, Cancelled, Stopped, Status): kept until asked for, since it may
+            # arrive before the message its asker waits for first.
+            request_id = message.request_id
+            if request_id == self._watchdog.ping_id:
+                self._watchdog.answered(request_id, time.monotonic())
+                return
+            self._answers[request_id] = message
+            while len(self._answers) > ANSWERS_KEPT:
+                self._answers.popitem(last=False)

@@ -199,6 +199,31 @@ class RestartBackoff(_Strict):
         return self
 
 
+class Liveness(_Strict):
+    """How the servo watches its own actor system (the supervisor, Thespian's admin and logger)."""
+
+    interval: Duration = 1.0
+    """How often the supervisor is pinged (it answers at once in every state)."""
+    timeout: Duration = 5.0
+    """A ping unanswered, or one of those processes stopped, this long: the actor system is lost,
+    killed and started afresh (a microreboot). A death is noticed within a fraction of a second.
+    Generous: a supervisor forking dozens of fresh connectors on a loaded machine answers late."""
+
+    _positive = field_validator("interval", "timeout")(_positive)
+
+
+class Microreboots(_Strict):
+    """Restart intensity of the servo's own actor system: at most ``max`` microreboots within
+    ``period``, else the run ends (GOODBYE failure, exit 1)."""
+
+    max: int = Field(3, ge=0)
+    """Microreboots allowed within period."""
+    period: Duration = 300.0
+    """The window of the microreboot intensity."""
+
+    _period_positive = field_validator("period")(_positive)
+
+
 class SupervisorConfig(_Strict):
     """Supervision of the connector processes (OTP-style; architecture.md)."""
 
@@ -226,6 +251,8 @@ class SupervisorConfig(_Strict):
     session or process group: each connector in its own cgroup (cgroup-v2: cgroup.kill; cgroup-v1:
     the freezer hierarchy) besides the process tree and a child subreaper (subreaper: those two
     alone). auto: the first cgroup kind this machine lets the servo write, else subreaper."""
+    liveness: Liveness = Liveness()
+    microreboots: Microreboots = Microreboots()
 
     _period_positive = field_validator("period", "startup_timeout")(_positive)
 

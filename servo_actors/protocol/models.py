@@ -223,9 +223,11 @@ class Descriptor(WireModel):
 
 
 class State(WireModel):
-    """ADJUST's and ADJUSTMENT's ``state``: ``{"application": {"components": ...}}``."""
+    """ADJUST's and ADJUSTMENT's ``state``: the shape of ``descriptor``, ``{"application":
+    {"components": ...}, "measurement": {"metrics": ...}}`` (ADJUST may leave ``measurement`` out)."""
 
     application: Application
+    measurement: MeasurementInfo | None = None
 
 
 # --- measurements -------------------------------------------------------------------------------
@@ -573,10 +575,16 @@ def measurement_result(
     return _build(MeasurementResult, fields, "param")
 
 
-def adjustment_result(cmd_uid: str | None, *, components: dict[str, Any]) -> dict[str, Any]:
-    """An ok ADJUSTMENT whose state holds ``components`` (the values now in force)."""
+def adjustment_result(
+    cmd_uid: str | None, *, components: dict[str, Any], metrics: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """An ok ADJUSTMENT whose state holds ``components`` (the values now in force) and ``metrics``
+    (as ``describe`` gives them), in the shape of a DESCRIPTION's ``descriptor``."""
     fields = {"status": "ok", "reason": "success", "cmd_uid": cmd_uid}
-    fields["state"] = {"application": {"components": components}}
+    state: dict[str, Any] = {"application": {"components": components}}
+    if metrics is not None:
+        state["measurement"] = {"metrics": metrics}
+    fields["state"] = state
     return _build(AdjustmentResult, fields, "param")
 
 

@@ -204,6 +204,9 @@ class Entry:
     result: dict[str, Any] | None = None
     cancelled: bool = False
     finished: threading.Event = field(default_factory=threading.Event)
+    cancel_timer: threading.Timer | None = None
+    """The Abort timer of ``cancel_after`` once the command was sent: join it before the next
+    command exists, so the Abort cannot hit that one."""
 
 
 class QueueDriver:
@@ -240,6 +243,7 @@ class QueueDriver:
         if entry.cancel_after is not None and self.server is not None:
             timer = threading.Timer(entry.cancel_after, self.server.cancel)
             timer.daemon = True
+            entry.cancel_timer = timer
             timer.start()
         return entry.command
 

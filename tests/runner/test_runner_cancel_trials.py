@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import time
 
 import pytest
 
@@ -56,11 +55,11 @@ def test_cancel_at_random_moments(servo, optimizer, kit) -> None:
         command = MEASURE if trial % 2 == 0 else adjust(rng.choice([0.5, 1.0, 1.5, 2.0]))
         delay = rng.uniform(0.0, 0.6)
         where = f"trial {trial} (seed {seed}, {command['cmd']}, cancel after {delay:.3f} s)"
-        sent = time.monotonic()
         entry = driver.push(command, cancel_after=delay)
         assert entry.finished.wait(COMMAND_TIMEOUT), f"{where}: no answer\n{proc.log()}"
-        # Let the timer fire before the next command exists, so it cannot hit that one.
-        time.sleep(max(0.0, delay - (time.monotonic() - sent)) + 0.05)
+        # The Abort is pressed before the next command exists, so it cannot hit that one.
+        assert entry.cancel_timer is not None
+        entry.cancel_timer.join(COMMAND_TIMEOUT)
         check = driver.push(PROBE_MEASURE)
         assert check.finished.wait(COMMAND_TIMEOUT), (
             f"{where}: the next command was not answered\n{proc.log()}"

@@ -1,0 +1,91 @@
+"""Watchdog: decides when the servo's own actor-system processes are lost. Pure: no I/O, no clock.
+
+The runtime feeds it the state of the processes it watches (the supervisor, Thespian's admin and
+logger) and tells it about liveness pings (a ``GetStatus`` the supervisor answers at once in every
+state); ``verdict`` names what is wrong, or None while all is well:
+
+- a watched process is gone (or a zombie): at once;
+- a watched process has been stopped (SIGSTOP, state ``T``) for ``timeout`` seconds;
+- a ping has gone unanswered for ``timeout`` seconds (the supervisor is hung or unreachable).
+
+Pings go out every ``interval`` seconds, one at a time. So a death is noticed at the next check,
+and a hang within ``interval + timeout`` seconds.
+
+>>> from servo_actors.actors.processes import ProcStat
+>>> dog = Watchdog(interval=1.0, timeout=3.0)
+>>> dog.watch("supervisor", 42)
+>>> running = {42: ProcStat(42, "S", 1, 42, 7, 100)}
+>>> dog.verdict(0.0, running.get) is None
+True
+>>> dog.ping_due(0.0), dog.ping_sent("ping-1", 0.0), dog.ping_due(0.5)
+(True, None, False)
+>>> dog.verdict(3.0, running.get)
+'the supervisor (pid 42) did not answer a liveness check within 3s'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from servo_actors.actors.processes import ProcStat
+
+STOPPED_STATES = ("T", "t")
+"""/proc states of a process that is stopped by a signal or by a tracer."""
+
+
+@dataclass
+class Watchdog:
+    interval: float
+    timeout: float
+    watched: dict[str, int] = field(default_factory=dict)
+    _stopped_since: dict[int, float] = field(default_factory=dict)
+    _ping: tuple[str, float] | None = None
+    _next_ping: float = 0.0
+
+    def watch(self, role: str, pid: int) -> None:
+        """Watch process ``pid``, named ``role`` in verdicts (e.g. ``the Thespian admin``)."""
+        self.watched[role] = pid
+
+    def reset(self) -> None:
+        """Forget everything (a new actor system is about to be watched)."""
+        self.watched.clear()
+        self._stopped_since.clear()
+        self._ping, self._next_ping = None, 0.0
+
+    def ping_due(self, now: float) -> bool:
+        return self._ping is None and now >= self._next_ping and "supervisor" in self.watched
+
+    def ping_sent(self, request_id: str, now: float) -> None:
+        self._ping = (request_id, now)
+
+    @property
+    def ping_id(self) -> str | None:
+        return self._ping[0] if self._ping else None
+
+    def answered(self, request_id: str, now: float) -> None:
+        """An answer to ``request_id`` arrived: if it was the ping, the next is due an interval later."""
+        if self._ping is not None and self._ping[0] == request_id:
+            self._ping, self._next_ping = None, now + self.interval
+
+    def stopped(self, role: str) -> bool:
+        """Whether ``role``'s process was stopped at the last verdict."""
+        pid = self.watched.get(role)
+        return pid is not None and pid in self._stopped_since
+
+    def verdict(self, now: float, stat_of: Callable[[int], ProcStat | None]) -> str | None:
+        """What is wrong with the watched processes at ``now``, or None. ``stat_of`` reads /proc."""
+        for role, pid in self.watched.items():
+            stat = stat_of(pid)
+            if stat is None or not stat.alive:
+                return f"the {role} (pid {pid}) died"
+            if stat.state in STOPPED_STATES:
+                since = self._stopped_since.setdefault(pid, now)
+                if now - since >= self.timeout:
+                    return f"the {role} (pid {pid}) has been stopped for {now - since:.1f}s"
+            else:
+                self._stopped_since.pop(pid, None)
+        if self._ping is not None and now - self._ping[1] >= self.timeout:
+            pid = self.watched.get("supervisor")
+            return f"the supervisor (pid {pid}) did not answer a liveness check within {self.timeout:g}s"
+        return None
