@@ -138,16 +138,21 @@ class Runner:
         self.client.hello(telemetry(self.config))
         try:
             while not self.signals.stop.is_set():
-                if self.signals.take_reload():
-                    self._reload()
-                self._heal()
-                failure = self.runtime.failure
-                if failure is not None:
-                    raise failure
-                command = self.client.whats_next()
-                if command is None:  # stopped while polling
-                    break
-                self._dispatch(command)
+                try:
+                    if self.signals.take_reload():
+                        self._reload()
+                    self._heal()
+                    failure = self.runtime.failure
+                    if failure is not None:
+                        raise failure
+                    command = self.client.whats_next()
+                    if command is None:  # stopped while polling
+                        break
+                    self._dispatch(command)
+                except SupervisorLost:
+                    # Lost at any point of the turn (even between _heal and here): not terminal,
+                    # the next turn's _heal microreboots it (or stops past the intensity).
+                    continue
         except StopRequested:
             pass
         except SupervisorError as exc:

@@ -81,6 +81,15 @@ def release_session(sid: int, *, timeout: float = RELEASE_TIMEOUT, reap: bool = 
     return left
 
 
+def last_sweep() -> None:
+    """The supervisor's last moments when its servo is gone (``lifeline.before_end``): kill every
+    child and adopted orphan, and the cgroups of this session, before the session is killed."""
+    sweep_until_clean(set())
+    sid = os.getsid(0)
+    if sid > 1:
+        release_session(sid, timeout=RELEASE_TIMEOUT, reap=True)
+
+
 def release_stale_sessions() -> list[int]:
     """Kill and remove the cgroups of actor systems whose session has no live process left (their
     servo and supervisor were killed together, so nobody released them). Returns their sids.

@@ -26,12 +26,16 @@ import fcntl
 import os
 import signal
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 from servo_actors.actors import processes
 
 SWEEP_TIMEOUT = 2.0
 """Seconds a watcher spends SIGKILLing its session before it kills its own process."""
+LAST_WORDS_HEAD_START = 0.3
+"""Seconds the admin's and logger's watchers leave the supervisor's (``before_end``) to kill the
+orphans it adopted, before they kill the session and the supervisor with it."""
 WATCHER_NAME = "servo-lifeline"
 SWEEPER_DEPTH = 3
 """Forks from the servo within which a process runs a sweeping watcher thread: Thespian's
@@ -47,6 +51,8 @@ _owner_sid: int | None = None
 """In an actor process: the servo's session, which a watcher must never sweep."""
 _depth = 0
 """How many forks this process is from the servo process (0 in the servo)."""
+_last_words: Callable[[], None] | None = None
+"""In an actor process: what its watcher runs before the session kill (``before_end``)."""
 
 
 class Lifeline:
@@ -82,9 +88,22 @@ def forking(lifeline: Lifeline) -> Iterator[None]:
         _forking = None
 
 
+def before_end(last_words: Callable[[], None]) -> None:
+    """Run ``last_words`` in this actor process's watcher before it kills the session: the
+    supervisor kills there the orphans it adopted as subreaper and the cgroups of its connectors,
+    which a session kill would miss (they left the session)."""
+    global _last_words
+    _last_words = last_words
+
+
 def _end_of_everything() -> None:
     me = os.getpid()
     try:
+        if _last_words is not None:
+            with contextlib.suppress(Exception):  # the session kill below must happen regardless
+                _last_words()
+        else:
+            time.sleep(LAST_WORDS_HEAD_START)
         sid = os.getsid(0)
         # Never the servo's own session: a process forked before setsid (Thespian's daemonizing
         # intermediate) is still in it, and that session may hold the user's shell.

@@ -33,7 +33,7 @@ from typing import Any
 
 from thespian.actors import Actor, ChildActorExited, PoisonMessage, WakeupMessage
 
-from servo_actors.actors import descendants, processes, system
+from servo_actors.actors import descendants, lifeline, processes, system
 from servo_actors.actors import messages as m
 from servo_actors.actors.host import NOT_INVOLVED, ConnectorHost
 from servo_actors.actors.restart_policy import (
@@ -120,6 +120,7 @@ class Supervisor(Actor):
         processes.set_parent_death_signal()
         descendants.become_subreaper()  # orphans of the connectors' processes come to us (descendants.py)
         descendants.release_stale_sessions()
+        lifeline.before_end(descendants.last_sweep)  # the servo gone: our orphans and cgroups too
         gc.freeze()  # as in ConnectorHost: inherited objects stay out of collections (shared pages)
         self._settings = m.SupervisorSettings()
         self._children: list[_Child] = []
