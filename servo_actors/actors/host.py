@@ -260,7 +260,9 @@ class ConnectorHost(Actor):
         if os.getppid() != msg.supervisor_pid:
             # The supervisor died between fork and prctl: nobody will ever kill this process.
             os.killpg(0, signal.SIGKILL)
-        self._spec, self._generation, self._supervisor = msg.spec, msg.generation, sender
+        reply_to = getattr(msg, "reply_to", None)  # a member's host answers the leader's supervisor
+        self._spec, self._generation = msg.spec, msg.generation
+        self._supervisor = reply_to if reply_to is not None else sender
         # Before any connector code runs: whatever it starts stays in this host's cgroup, and
         # names this host in its environment.
         descendants.mark_environment()

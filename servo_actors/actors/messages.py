@@ -185,9 +185,14 @@ class SupervisorFailed:
 
 @dataclass(frozen=True)
 class HostInit:
+    """Run ``spec``. ``supervisor_pid`` is the host's parent (the process that kills it): the
+    supervisor, or on a member system its ``MemberAgent``, which sets ``reply_to`` to the leader's
+    supervisor: the host answers there rather than to the sender."""
+
     spec: ChildSpec
     generation: int
     supervisor_pid: int
+    reply_to: Any = None
 
 
 @dataclass(frozen=True)

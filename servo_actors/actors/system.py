@@ -4,8 +4,9 @@ Thespian facts this module works around (architecture.md, measured with 4.0.1):
 
 - Every socket binds ``0.0.0.0`` whatever ``THESPIAN_BASE_IPADDR`` says, and accepts pickled
   messages without authentication. ``_patch_thespian`` makes a wildcard listen bind bind
-  127.0.0.1 instead (one property of ``IPActorAddress``); the environment variable makes the
-  advertised addresses loopback too; and every message carries an HMAC under this run's key,
+  127.0.0.1 instead (one property of ``IPActorAddress``), or the one address a convention system
+  is told to listen on (``listen``); the environment variable makes the advertised addresses the
+  same; and every message carries an HMAC under this run's key (or the convention's shared key),
   checked before anything is unpickled (``message_auth``). The patches are applied in this
   process before the admin is forked, so every actor process inherits them, after a self-check
   that the internals they touch are all there (``thespian_internals``).
@@ -28,6 +29,7 @@ Thespian facts this module works around (architecture.md, measured with 4.0.1):
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import socket
@@ -39,6 +41,7 @@ from typing import Any
 
 from servo_actors.actors import lifeline, message_auth, processes
 from servo_actors.actors.thespian_internals import check_thespian
+from servo_actors.endpoints import Endpoint
 from servo_actors.errors import SupervisorError
 
 LOOPBACK = "127.0.0.1"
@@ -53,6 +56,8 @@ CONNECTOR_LOG_NAME = "connectors.log"
 ADMIN_PORT_ATTEMPTS = 3
 """Fresh ports tried when the admin we reach turns out not to be the one we started."""
 
+_listen_host = LOOPBACK
+"""The address every socket of the actor systems this process starts binds (inherited by fork)."""
 _started_sessions: list[int] = []
 EXIT_CODES: dict[int, int] = {}
 """PID -> exit code of child actors this process reaped (filled by the patched Thespian reaper)."""
@@ -79,13 +84,14 @@ def _patch_thespian() -> None:
     from thespian.system.multiprocCommon import MultiProcReplicator
     from thespian.system.transport.IPBase import IPActorAddress
 
-    def loopback_bind_args(self: Any) -> tuple[tuple[Any, ...]]:
+    def listen_bind_args(self: Any) -> tuple[tuple[Any, ...]]:
         host, *rest = self.bindname
         if host in ("", "0.0.0.0", None):
-            return ((LOOPBACK, *rest),)
+            # Read at call time: the address of the system this process belongs to.
+            return ((_listen_host, *rest),)
         return (self.bindname,)
 
-    IPActorAddress.bindArgs = property(loopback_bind_args)
+    IPActorAddress.bindArgs = property(listen_bind_args)
 
     original_liveness = MultiProcReplicator._checkChildLiveness
 
@@ -182,6 +188,19 @@ def free_loopback_port() -> int:
         return probe.getsockname()[1]
 
 
+def check_listen_address(endpoint: Endpoint) -> None:
+    """SupervisorError naming ``endpoint`` when this process cannot listen there right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((endpoint.host, endpoint.port))
+        except OSError as exc:
+            hint = " (is another servo or agent running there?)" if exc.errno == errno.EADDRINUSE else ""
+            if exc.errno == errno.EADDRNOTAVAIL:
+                hint = " (it is not an address of this host)"
+            raise SupervisorError(f"cannot listen on {endpoint}: {exc.strerror or exc}{hint}") from None
+
+
 def _session_leader_children() -> set[int]:
     me = os.getpid()
     return {s.pid for s in processes.children_of(me) if s.sid == s.pid}
@@ -224,10 +243,24 @@ class ActorSystemHandle:
 
     ``start`` returns once the admin answers; ``session_id`` then names every process of the
     system. ``kill`` is the only way it ends (SIGKILL of the session, bounded), and is idempotent.
+
+    A system of a convention (``convention.py``, ``agent.py``) is given instead the address its
+    admin must listen on (``listen``: every socket of the system binds that address, the admin
+    that port), Thespian ``capabilities`` to add, and the convention's shared message ``key``.
     """
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        listen: Endpoint | None = None,
+        capabilities: dict[str, Any] | None = None,
+        key: bytes | None = None,
+    ) -> None:
         self.run_dir = run_dir
+        self.endpoint = listen
+        self.capabilities = dict(capabilities or {})
+        self._key = key
         self.admin_port: int | None = None
         self.session_id: int | None = None
         self._asys: Any = None
@@ -242,12 +275,16 @@ class ActorSystemHandle:
         return self.run_dir / THESPIAN_LOG_NAME
 
     def start(self) -> None:
-        """Start the admin (forked from this process) on a fresh loopback port."""
+        """Start the admin (forked from this process) on a fresh loopback port, or on ``listen``."""
+        global _listen_host
+        if self._key is not None:
+            message_auth.install_key(self._key)
         _patch_thespian()
         import thespian.system.utilis as utilis
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        os.environ["THESPIAN_BASE_IPADDR"] = LOOPBACK
+        _listen_host = self.endpoint.host if self.endpoint is not None else LOOPBACK
+        os.environ["THESPIAN_BASE_IPADDR"] = _listen_host
         os.environ["THESPLOG_FILE"] = str(self.log_path)
         # Thespian caches its log path on first use; forget it so this system logs to its run dir.
         utilis._thesplog_file = None
@@ -265,14 +302,19 @@ class ActorSystemHandle:
         from thespian.actors import ActorSystem
 
         last_error: Exception | None = None
-        for _attempt in range(ADMIN_PORT_ATTEMPTS):
+        for _attempt in range(ADMIN_PORT_ATTEMPTS if self.endpoint is None else 1):
             before = _session_leader_children()
-            port = free_loopback_port()
+            if self.endpoint is not None:
+                check_listen_address(self.endpoint)
+                port = self.endpoint.port
+            else:
+                port = free_loopback_port()
+            capabilities = {**self.capabilities, "Admin Port": port, "Process Startup Method": "fork"}
             try:
                 with _quiet_forked_admin(), lifeline.forking(line):
                     asys = ActorSystem(
                         "multiprocTCPBase",
-                        {"Admin Port": port, "Process Startup Method": "fork"},
+                        capabilities,
                         logDefs=_log_definitions(self.run_dir),
                         transientUnique=True,
                     )

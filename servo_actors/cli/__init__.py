@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from servo_actors import __version__
+from servo_actors.cli.agent_cmd import agent_cmd
 from servo_actors.cli.config_cmds import config_cmd, connectors_cmd, schema_cmd, validate_cmd
 from servo_actors.cli.context import CliState
 from servo_actors.cli.demo_cmd import demo_cmd
@@ -137,6 +138,7 @@ cli.add_command(measure_cmd)
 cli.add_command(adjust_cmd)
 cli.add_command(run_cmd)
 cli.add_command(demo_cmd)
+cli.add_command(agent_cmd)
 
 
 def main() -> None:

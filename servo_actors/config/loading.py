@@ -60,6 +60,7 @@ def load_config(
     source = str(file)
     raw = read_yaml_mapping(file, source=source)
     _anchor_token_file(raw, file)
+    _anchor_secret_file(raw, file)
     env_sources = apply_env_overrides(raw, env)
 
     problems: list[ConfigProblem] = []
@@ -104,6 +105,18 @@ def _anchor_token_file(raw: dict[str, Any], file: Path) -> None:
     if isinstance(token_file, str) and token_file.strip():
         if not os.path.isabs(os.path.expanduser(token_file)):
             section["token_file"] = str(file.parent / token_file)
+
+
+def _anchor_secret_file(raw: dict[str, Any], file: Path) -> None:
+    """As ``_anchor_token_file``, for ``supervisor.convention.secret_file``."""
+    supervisor = raw.get("supervisor")
+    convention = supervisor.get("convention") if isinstance(supervisor, dict) else None
+    if not isinstance(convention, dict):
+        return
+    secret_file = convention.get("secret_file")
+    if isinstance(secret_file, str) and secret_file.strip():
+        if not os.path.isabs(os.path.expanduser(secret_file)):
+            convention["secret_file"] = str(file.parent / secret_file)
 
 
 def _connector_problems(entries: object, source: str, *, already: list[ConfigProblem]) -> list[ConfigProblem]:

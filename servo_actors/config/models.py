@@ -16,12 +16,14 @@ from pydantic import (
     Field,
     PrivateAttr,
     SecretStr,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
 )
 
 from servo_actors.durations import parse_duration
+from servo_actors.endpoints import parse_endpoint
 
 _NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"
 _DURATION_PATTERN = rf"^\s*(?:{_NUMBER}|(?:{_NUMBER}(?:ns|us|µs|ms|s|m|h|d))+)\s*$"
@@ -48,6 +50,8 @@ DEFAULT_BASE_URL = "https://api.opsani.com"
 DEFAULT_MAX_RESULT_BYTES = 4 * 1024 * 1024
 """Default bound of one connector's result, pickled (supervisor.max_result_bytes)."""
 DescendantTracking = Literal["auto", "cgroup-v2", "cgroup-v1", "subreaper"]
+CAPABILITY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+"""A capability's name, as ``servo-actors agent --capability NAME[=VALUE]`` offers it."""
 
 
 class _Strict(BaseModel):
@@ -224,6 +228,61 @@ class Microreboots(_Strict):
     _period_positive = field_validator("period")(_positive)
 
 
+class Heartbeat(_Strict):
+    """How the servo and its member systems watch each other (both ways)."""
+
+    interval: Duration = 1.0
+    """How often each side sends a heartbeat."""
+    timeout: Duration = 5.0
+    """Silence after which the other side counts as lost: the servo fails the parts of that
+    member's connectors (host-lost) and places them again; a member kills what it hosts."""
+
+    _positive = field_validator("interval", "timeout")(_positive)
+
+    @model_validator(mode="after")
+    def _timeout_above_interval(self) -> Heartbeat:
+        if self.timeout <= self.interval:
+            raise ValueError("timeout must be longer than interval (several heartbeats may be missed)")
+        return self
+
+
+class ConventionConfig(_Strict):
+    """Makes the servo's actor system the leader of a Thespian convention that member systems
+    (``servo-actors agent``) join; connectors with a placement run on them."""
+
+    listen: str
+    """HOST:PORT this servo's actor system listens on (every socket of it, that address only); the
+    agents' --join."""
+    secret_file: str
+    """File holding the key shared with every agent (at least 32 bytes, mode 600); relative to
+    this file. Every message between the systems is authenticated with it."""
+    heartbeat: Heartbeat = Heartbeat()
+    placement_grace: Duration = 3.0
+    """How long a placed connector waits for a member offering its capability before its parts
+    fail with reason host-unavailable."""
+
+    @field_validator("listen")
+    @classmethod
+    def _endpoint(cls, value: str) -> str:
+        return str(parse_endpoint(value))
+
+    @field_validator("secret_file")
+    @classmethod
+    def _path_not_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("is empty")
+        return value
+
+
+class PlacementConfig(_Strict):
+    """Where a connector runs: on a member system offering this capability."""
+
+    capability: str = Field(pattern=CAPABILITY_PATTERN)
+    """The capability a member must offer (``servo-actors agent --capability NAME``)."""
+    value: str | None = None
+    """If set, the member must offer the capability with exactly this value (``NAME=VALUE``)."""
+
+
 class SupervisorConfig(_Strict):
     """Supervision of the connector processes (OTP-style; architecture.md)."""
 
@@ -253,6 +312,8 @@ class SupervisorConfig(_Strict):
     alone). auto: the first cgroup kind this machine lets the servo write, else subreaper."""
     liveness: Liveness = Liveness()
     microreboots: Microreboots = Microreboots()
+    convention: ConventionConfig | None = None
+    """Connectors on other hosts (absent: local mode, every socket on loopback)."""
 
     _period_positive = field_validator("period", "startup_timeout")(_positive)
 
@@ -270,6 +331,8 @@ class ConnectorSpec(_Strict):
     """Grace before SIGKILL for this connector; default: supervisor.shutdown_timeout."""
     config: dict[str, Any] = Field(default_factory=dict)
     """The connector's own settings, validated by its config_model."""
+    placement: PlacementConfig | None = None
+    """Run on a member system offering a capability (needs supervisor.convention); absent: here."""
 
 
 class ServoConfig(_Strict):
@@ -294,10 +357,17 @@ class ServoConfig(_Strict):
 
     @field_validator("connectors")
     @classmethod
-    def _unique_names(cls, specs: list[ConnectorSpec]) -> list[ConnectorSpec]:
+    def _unique_names(cls, specs: list[ConnectorSpec], info: ValidationInfo) -> list[ConnectorSpec]:
         seen: set[str] = set()
         for spec in specs:
             if spec.name in seen:
                 raise ValueError(f"connector name {spec.name!r} is used twice")
             seen.add(spec.name)
+        supervisor = info.data.get("supervisor")
+        placed = [spec.name for spec in specs if spec.placement is not None]
+        if placed and isinstance(supervisor, SupervisorConfig) and supervisor.convention is None:
+            raise ValueError(
+                f"connector(s) {', '.join(placed)} have a placement, which needs supervisor.convention "
+                "(listen, secret_file) so that member systems can join"
+            )
         return specs
