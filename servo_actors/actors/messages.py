@@ -52,6 +52,8 @@ class SupervisorSettings:
     backoff_jitter: float = 0.2
     operation_grace: float = 30.0
     startup_timeout: float = 30.0
+    convention: Any = None
+    """``convention.ConventionSettings`` when connectors may run on member systems, else None."""
 
 
 @dataclass(frozen=True)

@@ -207,14 +207,17 @@ def _hex_address(text: str) -> str:
 
 
 def listening_sockets(pid: int) -> list[tuple[str, int]]:
-    """``(address, port)`` of every TCP socket ``pid`` holds that is listening (IPv4 and IPv6)."""
+    """``(address, port)`` of every TCP socket ``pid`` holds that is listening (IPv4 and IPv6).
+
+    Read from the process's own network namespace (``/proc/PID/net``): a member system in another
+    namespace is seen as it is there."""
     inodes = _socket_inodes(pid)
     found = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for table in (f"/proc/{pid}/net/tcp", f"/proc/{pid}/net/tcp6"):
         try:
             with open(table) as handle:
                 lines = handle.readlines()[1:]
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
         for line in lines:
             cols = line.split()

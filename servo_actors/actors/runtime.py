@@ -54,6 +54,7 @@ from pydantic import ValidationError
 
 from servo_actors.actors import descendants, processes
 from servo_actors.actors import messages as m
+from servo_actors.actors.convention import convention_settings, system_options
 from servo_actors.actors.results import OPERATIONS, OperationResult, aggregate
 from servo_actors.actors.system import ActorSystemHandle
 from servo_actors.actors.watchdog import Watchdog
@@ -187,6 +188,7 @@ def supervisor_settings(config: ServoConfig) -> m.SupervisorSettings:
         backoff_jitter=sup.restart_backoff.jitter,
         operation_grace=sup.operation_grace,
         startup_timeout=sup.startup_timeout,
+        convention=convention_settings(config),
     )
 
 
@@ -255,13 +257,16 @@ class ServoRuntime:
         """
         if self._system is not None:
             return True
+        # In convention mode: on supervisor.convention.listen, with the shared key (convention.py);
+        # read first, so an unusable secret file (ConfigError) leaves nothing behind.
+        options = system_options(self._config)
         self._failure, self._op, self._supervisor_pid, self._lost = None, None, None, None
         self._answers.clear()
         self._watchdog.reset()
         _bound_external_tells(self._config.supervisor.liveness.timeout)
         if self._run_dir is None:
             self._run_dir = Path(tempfile.mkdtemp(prefix=f"servo-actors-{os.getpid()}-"))
-        self._system = ActorSystemHandle(self._run_dir)
+        self._system = ActorSystemHandle(self._run_dir, **options)
         # Through a weak reference: the hook must not keep an abandoned runtime alive.
         self._exit_hook = functools.partial(_stop_at_exit, weakref.ref(self))
         atexit.register(self._exit_hook)

@@ -21,7 +21,7 @@ from types import FrameType
 import click
 
 from servo_actors.durations import parse_duration
-from servo_actors.errors import ServoError, UsageError
+from servo_actors.errors import SupervisorError, UsageError
 
 CAPABILITY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 """A capability's name: what ``placement.capability`` in a servo's config names."""
@@ -119,9 +119,18 @@ def agent_cmd(
     --rejoin-max).
     """
     from servo_actors.actors.agent import AgentOptions, run_agent
+    from servo_actors.actors.message_auth import key_from_file
+    from servo_actors.actors.system import check_listen_address
 
     if rejoin_min > rejoin_max:
         raise UsageError("--rejoin-min must not exceed --rejoin-max")
+    if listen == join:
+        raise UsageError(f"--listen and --join are both {listen}: an agent joins another system")
+    try:
+        key_from_file(secret_file)  # read again at start; checked here so a bad one exits 2
+        check_listen_address(listen)  # type: ignore[arg-type]
+    except SupervisorError as exc:
+        raise UsageError(str(exc)) from None
     options = AgentOptions(
         listen=listen,  # type: ignore[arg-type]
         join=join,  # type: ignore[arg-type]
@@ -139,10 +148,6 @@ def agent_cmd(
     previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
         code = run_agent(options, stop)
-    except ServoError as exc:
-        if "secret file" in str(exc):
-            raise UsageError(str(exc)) from None
-        raise
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
