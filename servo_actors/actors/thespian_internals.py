@@ -26,6 +26,7 @@ THESPIAN_VERSION = "4.0.1"
 _TCP = "thespian.system.transport.TCPTransport"
 _BUFFER = "thespian.system.transport.streamBuffer"
 _MULTIPROC = "thespian.system.multiprocCommon"
+_CONVENTION = "thespian.system.admin.convention"
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,17 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("thespian.system.utilis", "_thesplog_file", why="the run directory's thespian.log"),
     Internal("thespian.system.utilis", "_thesplog_old_file", why="the run directory's thespian.log"),
     Internal("thespian.system.utilis", "thesplog", why="logging refused messages"),
+    # convention (remote_hosts.py, member.py): member announcements, rejoining, forgetting the lost
+    Internal("thespian.actors", "ActorSystemConventionUpdate.remoteAdminAddress", why="member announcements"),
+    Internal("thespian.actors", "ActorSystemConventionUpdate.remoteCapabilities", why="member announcements"),
+    Internal("thespian.actors", "ActorSystemConventionUpdate.remoteAdded", why="member announcements"),
+    Internal(_CONVENTION, "LocalConventionState.got_convention_register", ("ActorSystemConventionUpdate",), "member announcements"),
+    Internal(_CONVENTION, "LocalConventionState.capabilities_have_changed", ("setup_convention",), "rejoining a convention"),
+    Internal(_CONVENTION, "LocalConventionState.setup_convention", ("ConventionRegister",), "rejoining a convention"),
+    Internal(_CONVENTION, "LocalConventionState.got_convention_deregister", ("_remote_system_cleanup",), "forgetting lost members"),
+    Internal("thespian.actors", "Actor.deRegisterRemoteSystem", why="forgetting lost members"),
+    Internal("thespian.actors", "Actor.notifyOnSystemRegistrationChanges", why="member announcements"),
+    Internal("thespian.actors", "Actor.updateCapability", why="rejoining a convention"),
     Internal("thespian.system.utilis", "_thesplog_control_settings", why="logging refused messages"),
 )
 
