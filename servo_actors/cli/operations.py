@@ -310,8 +310,9 @@ def describe_cmd(state: CliState, as_json: bool) -> None:
     """
     with _connectors(state.config, "describe") as (runtime, guard):
         result = _perform(runtime, guard, "describe")
+        placement = _placement(runtime, state.config)
     if as_json:
-        echo_json(_payload(result))
+        echo_json(_with_placement(_payload(result), placement))
     else:
         data = result.data
         rows = _settings_rows(data.get("components") or {})
@@ -319,7 +320,29 @@ def describe_cmd(state: CliState, as_json: bool) -> None:
         metrics = [[name, (info or {}).get("unit")] for name, info in (data.get("metrics") or {}).items()]
         click.echo()
         click.echo(_table(["METRIC", "UNIT"], metrics))
+        _echo_placement(placement)
     _raise_unless_ok(result)
+
+
+def _placement(runtime: ServoRuntime, config: ServoConfig) -> dict[str, str] | None:
+    """Where each connector runs (``local``, a member's ``HOST:PORT``, or what it waits for), in
+    convention mode only (None otherwise: the output stays as it always was)."""
+    if config.supervisor.convention is None:
+        return None
+    status = runtime.status()
+    return {child.name: getattr(child, "where", None) or "local" for child in status.children}
+
+
+def _with_placement(payload: dict[str, Any], placement: dict[str, str] | None) -> dict[str, Any]:
+    if placement is not None:
+        payload["placement"] = placement
+    return payload
+
+
+def _echo_placement(placement: dict[str, str] | None) -> None:
+    if placement is not None:
+        click.echo()
+        click.echo(_table(["CONNECTOR", "RUNS ON"], [[name, where] for name, where in placement.items()]))
 
 
 # ----- check -------------------------------------------------------------------------------------
@@ -337,6 +360,7 @@ def check_cmd(state: CliState, as_json: bool) -> None:
     """
     with _connectors(state.config, "check") as (runtime, guard):
         result = _perform(runtime, guard, "check")
+        placement = _placement(runtime, state.config)
     checks = list(result.data.get("checks") or [])
     identity = _identity_check(state.config)
     if identity is not None:
@@ -345,7 +369,7 @@ def check_cmd(state: CliState, as_json: bool) -> None:
     if as_json:
         payload = _payload(result)
         payload["data"] = {**payload["data"], "checks": checks}
-        echo_json(payload)
+        echo_json(_with_placement(payload, placement))
     else:
         rows = []
         for name, part in result.parts.items():
@@ -360,6 +384,7 @@ def check_cmd(state: CliState, as_json: bool) -> None:
         if identity is not None:
             rows.append(["servo", "identity", _status_word(identity["success"]), identity["message"]])
         click.echo(_table(["CONNECTOR", "CHECK", "RESULT", "MESSAGE"], rows))
+        _echo_placement(placement)
     _raise_unless_ok(result)
     if failed_checks:
         named = "; ".join(
