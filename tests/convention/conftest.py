@@ -248,7 +248,9 @@ class Leader(Tracked):
         super().stop()
 
 
-def leader_config(hosts: Hosts, secret: Path, connectors: list[dict[str, Any]], port: int, **convention: Any) -> dict[str, Any]:
+def leader_config(
+    hosts: Hosts, secret: Path, connectors: list[dict[str, Any]], port: int, supervisor: dict[str, Any], **convention: Any
+) -> dict[str, Any]:
     return {
         "supervisor": {
             "convention": {
@@ -258,6 +260,7 @@ def leader_config(hosts: Hosts, secret: Path, connectors: list[dict[str, Any]], 
                 **convention,
             },
             "restart_backoff": {"min": "50ms", "max": "500ms"},
+            **supervisor,
         },
         "connectors": connectors,
     }
@@ -285,9 +288,18 @@ class Convention:
         self.started.append(started)
         return started
 
-    def leader(self, connectors: list[dict[str, Any]], *, start: bool = True, **convention: Any) -> Leader:
+    def leader(
+        self,
+        connectors: list[dict[str, Any]],
+        *,
+        start: bool = True,
+        supervisor: dict[str, Any] | None = None,
+        **convention: Any,
+    ) -> Leader:
+        """A leader harness with these connectors (started unless ``start`` is False); ``supervisor``
+        adds settings, ``convention`` overrides those of supervisor.convention."""
         index = sum(isinstance(t, Leader) for t in self.started)
-        config = leader_config(self.hosts, self.secret, connectors, self.leader_port, **convention)
+        config = leader_config(self.hosts, self.secret, connectors, self.leader_port, supervisor or {}, **convention)
         started = Leader(self.hosts, self.tmp_path, config, index)
         self.started.append(started)
         if start:
@@ -328,10 +340,3 @@ def _stop_all(made: Convention) -> None:
                     pass
     if leaks:
         pytest.fail(f"processes survived (started pid: leaked pids): {leaks}")
-
-
-def chaos(name: str, capability: str | None = None, **config: Any) -> dict[str, Any]:
-    entry: dict[str, Any] = {"name": name, "type": "chaos", "config": config}
-    if capability is not None:
-        entry["placement"] = {"capability": capability}
-    return entry
