@@ -65,6 +65,8 @@ class ChildStatus:
     pid: int | None
     generation: int
     restarts: int
+    where: str | None = None
+    """Where it runs: None here; a member system's ``HOST:PORT``, or what it waits for (placed)."""
 
 
 # ----- runtime -> Supervisor ---------------------------------------------------------------------

@@ -347,6 +347,13 @@ class RemoteHosts:
         if self._current.pop(name, None) is not None:
             self.placement.release(name, now)
 
+    def reconfigure(self, settings: ConventionSettings) -> None:
+        """New placements and heartbeat settings (a reconfigure); members stay attached. The leader's
+        address cannot change here: a new one needs a new actor system."""
+        self.settings = settings
+        self.placement.wants = settings.wants()
+        self.placement.timeout, self.placement.grace = settings.timeout, settings.grace
+
     def detach_all(self) -> None:
         """The supervisor stops: every member kills what it hosts for it (best effort)."""
         for link in self._links.values():
