@@ -146,7 +146,7 @@ class MemberAgent(Actor):
         processes.set_parent_death_signal()  # dies with its admin, its hosts with it
         descendants.become_subreaper()  # orphans of the connectors' processes come to us
         descendants.release_stale_sessions()
-        lifeline.before_end(descendants.last_sweep)
+        lifeline.before_end(self._last_words)
         self._settings: mm.MemberSettings | None = None
         self._watch = LeaderWatch(BackoffPolicy(min=0.5, max=30.0, max_time=float("inf")))
         self._leader_address: Any = None
@@ -154,6 +154,13 @@ class MemberAgent(Actor):
         self._rng = random.Random()
         self._tick_token = 0
         self._tick_at = float("inf")
+        self._dying = False
+
+    def _last_words(self) -> None:
+        # The agent process is gone (its lifeline): its hosts die now, and must not be reported
+        # as crashes to a leader that will find the member lost anyway.
+        self._dying = True
+        descendants.last_sweep()
 
     # ----- dispatch ----------------------------------------------------------------------------
 
@@ -321,7 +328,7 @@ class MemberAgent(Actor):
         self._to_leader(mm.HostGone(self._name, hosted.name, hosted.generation, code, hosted.killing))
 
     def _to_leader(self, message: Any) -> None:
-        if self._leader_address is not None:
+        if self._leader_address is not None and not self._dying:
             self.send(self._leader_address, message)
 
     # ----- time --------------------------------------------------------------------------------

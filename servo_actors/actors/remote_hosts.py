@@ -222,15 +222,19 @@ class RemoteHosts:
             )
             return []
         if not msg.remoteAdded:
-            link = self._links.get(name)
-            if link is not None and link.admin == msg.remoteAdminAddress:
-                return self._lose(link, now, "it left the convention", deregister=False)
+            # Thespian also says "removed, added" when a member registers afresh before it heard
+            # our answer: a member is lost by its heartbeats (or its own word), never by this.
             return []
         events: list[Event] = []
         old = self._links.get(name)
-        if old is not None:
-            events += self._lose(old, now, "it joined again (restarted)", deregister=False)
-        self._links[name] = _Link(name, msg.remoteAdminAddress, agent, now)
+        if old is not None and old.agent != agent:
+            events += self._lose(old, now, "it joined again (its agent restarted)", deregister=False)
+        elif old is not None:
+            old.admin = msg.remoteAdminAddress
+            if old.attached:
+                return []  # the same agent registering again: nothing changed
+        if name not in self._links:
+            self._links[name] = _Link(name, msg.remoteAdminAddress, agent, now)
         s = self.settings
         self._send(agent, mm.Attach(s.leader, self.incarnation, s.interval, s.timeout))
         return events

@@ -222,14 +222,15 @@ class Leader(Tracked):
         for line in self.proc.stdout:
             self._answers.put(line)
 
-    def ask(self, cmd: str, timeout: float = ANSWER_TIMEOUT, **fields: Any) -> dict[str, Any]:
+    def ask(self, cmd: str, bound: float = ANSWER_TIMEOUT, **fields: Any) -> dict[str, Any]:
+        """Send one command; its answer (AssertionError naming the log after ``bound`` seconds)."""
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps({"cmd": cmd, **fields}) + "\n")
         self.proc.stdin.flush()
         try:
-            answer = json.loads(self._answers.get(timeout=timeout))
+            answer = json.loads(self._answers.get(timeout=bound))
         except Empty:
-            raise AssertionError(f"the leader did not answer {cmd} within {timeout}s; log:\n{self.log()}") from None
+            raise AssertionError(f"the leader did not answer {cmd} within {bound}s; log:\n{self.log()}") from None
         return answer
 
     def status(self) -> dict[str, dict[str, Any]]:

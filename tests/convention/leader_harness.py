@@ -76,7 +76,7 @@ def main() -> int:
                             "pid": c.pid,
                             "generation": c.generation,
                             "restarts": c.restarts,
-                            "where": getattr(c, "where", "local"),
+                            "where": getattr(c, "where", None) or "local",
                         }
                         for c in status.children
                     ]

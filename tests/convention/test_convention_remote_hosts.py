@@ -159,13 +159,26 @@ def test_a_member_that_no_longer_serves_us_is_lost_at_once(world) -> None:
     assert recorder.deregistered == [f"admin@{M1}"]
 
 
-def test_a_member_announced_again_replaces_its_earlier_self(world) -> None:
+def test_a_member_announced_again_with_a_new_agent_replaces_its_earlier_self(world) -> None:
     hosts, recorder = world
     join(hosts, recorder)
     hosts.spawn(SPEC, 1, 0.0)
-    events = announce(hosts, now=1.0)
+    capabilities = {mm.MEMBER_CAPABILITY: M1, mm.AGENT_CAPABILITY: "a restarted agent"}
+    events = hosts.handle(ActorSystemConventionUpdate(f"admin@{M1}", capabilities, True), None, 1.0)
     assert [type(e) for e in events] == [HostLost]
-    assert len(recorder.take(mm.Attach)) == 1
+    [(address, _)] = recorder.take(mm.Attach)
+    assert address == "a restarted agent"
+
+
+def test_thespian_announcing_the_same_agent_again_changes_nothing(world) -> None:
+    """A member that registers afresh before it heard the leader's answer is announced "removed",
+    then "added": its connectors are not lost for that."""
+    hosts, recorder = world
+    join(hosts, recorder)
+    hosts.spawn(SPEC, 1, 0.0)
+    assert announce(hosts, now=0.5, added=False) == []
+    assert announce(hosts, now=0.5) == []
+    assert recorder.take(mm.Attach) == [] and hosts.where("load") == M1
 
 
 def test_a_refusing_member_is_logged_once_and_never_used(world, caplog) -> None:
