@@ -50,7 +50,7 @@ from servo_actors.actors.plain_data import (
     to_plain,
     type_name,
 )
-from servo_actors.actors.results import ConnectorOutcome
+from servo_actors.actors.results import NOT_INVOLVED, ConnectorOutcome
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control
 
 PARENT_CHECK_INTERVAL = timedelta(seconds=2)
@@ -69,8 +69,6 @@ FATAL_SIGNALS = (
     signal.SIGHUP,
 )
 """Signals that end a host process the default way (Thespian would otherwise catch them)."""
-NOT_INVOLVED = "not-involved"
-"""Reason of an adjust part whose connector owns none of the requested components (dropped)."""
 RESULT_TOO_LARGE = "result-too-large"
 """Reason of a part whose result pickles to more than the connector's ``max_result_bytes``."""
 INVALID_RESULT = "invalid-result"
