@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import importlib
 import logging
 import os
 import pickle
@@ -51,6 +50,7 @@ from servo_actors.actors.plain_data import (
     type_name,
 )
 from servo_actors.actors.results import NOT_INVOLVED, ConnectorOutcome
+from servo_actors.config.connector_types import connector_class_at
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control
 
 PARENT_CHECK_INTERVAL = timedelta(seconds=2)
@@ -89,15 +89,7 @@ _log = logging.getLogger(__name__)
 def connector_class(spec: m.ChildSpec) -> type[Connector]:
     """The class of ``spec``: by the import path the servo resolved (already imported, as the host
     is forked from it), else by resolving the type (which scans installed entry points: slow)."""
-    if spec.import_path:
-        module_name, _, qualname = spec.import_path.partition(":")
-        found: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            found = getattr(found, part)
-        return found
-    from servo_actors.config.connector_types import resolve_connector_type
-
-    return resolve_connector_type(spec.type)
+    return connector_class_at(spec.import_path, spec.type)
 
 
 def build_connector(spec: m.ChildSpec) -> Connector:

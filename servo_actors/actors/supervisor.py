@@ -193,7 +193,7 @@ class Supervisor(Actor):
         if isinstance(msg, m.HostShutdownDone):
             return ChildShutdownDone(msg.name, msg.generation)
         if isinstance(msg, m.Begin):
-            return OperationRequested(msg, sender)
+            return OperationRequested(msg, sender, dict(msg.declared))
         if isinstance(msg, m.Cancel):
             return CancelRequested(msg.request_id, msg.operation_id, sender)
         if isinstance(msg, m.Stop):
@@ -230,7 +230,12 @@ class Supervisor(Actor):
         pending = deque(events)
         while pending:
             for effect in self._rules.handle(pending.popleft(), _now()):
-                pending.extend(self._perform(effect))
+                try:
+                    pending.extend(self._perform(effect))
+                except Exception:
+                    # The rest still happen; the rules' deadlines recover from the one that did not
+                    # (a spawn that failed is a startup that never answers).
+                    _log.exception("supervisor could not perform %r", effect)
 
     def _perform(self, effect: Effect) -> list[Event]:
         if isinstance(effect, Spawn):
