@@ -42,7 +42,10 @@ def probe(name: str) -> dict:
 
 
 def measure(seconds: float) -> dict:
-    return {"cmd": "MEASURE", "param": {"metrics": [f"{n}_x" for n in PROBES], "control": {"duration": seconds}}}
+    return {
+        "cmd": "MEASURE",
+        "param": {"metrics": [f"{n}_x" for n in PROBES], "control": {"duration": seconds}},
+    }
 
 
 def pids_of(entry) -> dict[str, int]:
