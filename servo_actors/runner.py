@@ -70,6 +70,10 @@ log = logging.getLogger(__name__)
 
 WAIT_SLICE = 0.1
 """Longest the loop waits on an operation before it looks at signals again (seconds)."""
+REPLY_CHECK_FIRST = 0.002
+"""While a progress post is open, the loop looks for its reply after this long, then twice as long
+each time up to ``WAIT_SLICE``: a ``cancel`` from a prompt optimizer is acted on within a few ms,
+and a slow one costs a handful of wakeups (the operation's wait cannot be woken by the reply)."""
 KILL_CONFIRM_WAIT = 1.0
 """Longest the loop waits, after a cancel, for the supervisor to confirm the kills went out."""
 SLEEP_SLICE = 0.25
@@ -252,10 +256,14 @@ class Runner:
         client = self.client
         lane = ProgressLane(lambda param: client.post_progress(event, param)) if progress else None
         schedule = ProgressSchedule(time.monotonic(), expected, self.config.settings.progress_interval)
+        reply_check = REPLY_CHECK_FIRST
         while True:
-            wait = WAIT_SLICE
-            if lane is not None and not lane.busy:
+            if lane is not None and lane.busy:
+                wait, reply_check = reply_check, min(2 * reply_check, WAIT_SLICE)
+            elif lane is not None:
                 wait = min(WAIT_SLICE, max(0.0, schedule.next_due - time.monotonic()))
+            else:
+                wait = WAIT_SLICE
             result = self.runtime.wait(op, timeout=wait)
             verdict = lane.verdict() if lane is not None else None
             if verdict is not None:
@@ -279,6 +287,7 @@ class Runner:
                     )
                 )
                 schedule.sent(now)
+                reply_check = REPLY_CHECK_FIRST
         if lane is not None:
             verdict = self._settle(lane)
             if verdict is not None:
