@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import select
 import signal
 import threading
 import time
@@ -94,6 +95,21 @@ def before_end(last_words: Callable[[], None]) -> None:
     which a session kill would miss (they left the session)."""
     global _last_words
     _last_words = last_words
+
+
+def owner_gone() -> bool:
+    """In an actor process: whether the process holding this system's lifeline (the servo, or an
+    agent) is gone, i.e. the pipe is at end-of-file. Exact, with no race against what the kernel
+    kills at that moment: both follow from the same close. False outside an actor process."""
+    fd = _watched_fd
+    if fd is None:
+        return False
+    try:
+        # Nothing is ever written to the pipe: readable means end-of-file.
+        readable, _, _ = select.select([fd], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def _end_of_everything() -> None:

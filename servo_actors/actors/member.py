@@ -28,7 +28,7 @@ import logging
 import os
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -130,8 +130,9 @@ class _Hosted:
     generation: int
     address: Any
     pid: int | None
+    started: int | None = None
+    """Start time of the process (with the PID, it names this process for good)."""
     killing: bool = False
-    attempts: int = field(default=0)
 
 
 def _now() -> float:
@@ -282,7 +283,8 @@ class MemberAgent(Actor):
         except Exception as exc:  # Thespian raises several unrelated types when a fork fails
             self._to_leader(mm.HostSpawnFailed(self._name, name, generation, f"{type(exc).__name__}: {exc}"))
             return
-        self._hosts[name] = _Hosted(name, generation, address, pid)
+        started = processes.start_ticks(pid) if pid is not None else None
+        self._hosts[name] = _Hosted(name, generation, address, pid, started)
         self._to_leader(mm.HostSpawned(self._name, name, generation, pid or 0, address))
 
     def _kill(self, name: str, generation: int) -> None:
@@ -303,7 +305,7 @@ class MemberAgent(Actor):
         hosted = self._hosts.get(name)
         if hosted is None or hosted.generation != generation:
             return
-        if hosted.pid is not None and processes.is_running(hosted.pid):
+        if hosted.pid is not None and processes.is_running(hosted.pid, hosted.started):
             descendants.kill_tree(hosted.pid)
             self._schedule_reap(hosted, attempt + 1)
             return
@@ -311,7 +313,7 @@ class MemberAgent(Actor):
 
     def _poll_hosts(self) -> None:
         for hosted in list(self._hosts.values()):
-            if hosted.pid is None or not processes.is_running(hosted.pid):
+            if hosted.pid is None or not processes.is_running(hosted.pid, hosted.started):
                 self._gone(hosted)
         descendants.sweep(descendants.thespian_children(self))
 
@@ -319,7 +321,7 @@ class MemberAgent(Actor):
         if self._hosts.get(hosted.name) is not hosted:
             return
         del self._hosts[hosted.name]
-        code = system.pop_exit_code(hosted.pid)
+        code = system.pop_exit_code(hosted.pid, hosted.started)
         if code is None and hosted.pid is not None:
             code = processes.exit_status_nowait(hosted.pid)
         descendants.sweep(descendants.thespian_children(self))
@@ -328,7 +330,9 @@ class MemberAgent(Actor):
         self._to_leader(mm.HostGone(self._name, hosted.name, hosted.generation, code, hosted.killing))
 
     def _to_leader(self, message: Any) -> None:
-        if self._leader_address is not None and not self._dying:
+        # With the agent process gone, its hosts die of its lifeline at once: reported, they would
+        # look like crashes to a leader that finds the member lost anyway.
+        if self._leader_address is not None and not self._dying and not lifeline.owner_gone():
             self.send(self._leader_address, message)
 
     # ----- time --------------------------------------------------------------------------------
