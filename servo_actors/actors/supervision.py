@@ -23,6 +23,10 @@ The rules (Erlang/OTP's ``supervisor``, with ``restart_policy`` for the arithmet
   ``operation_grace``; past it the connectors still at it are killed, their part ``timeout``.
 - Every operation is answered exactly once; a stop or reconfigure waits for every child to be
   down (graceful ``shutdown()`` within its timeout, else SIGKILL).
+- A child placed on member systems (``placement.py``) may lose its host or find none: its part
+  fails ``host-lost`` or ``host-unavailable``. Neither is a crash (no backoff, no count against
+  intensity): a lost one starts again at once wherever a host can take it, an unplaced one waits
+  (WAITING: its parts fail at once) until a host can (``HostAvailable``), or a cancel tries again.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from servo_actors.actors.supervision_events import (
     UNSETTLED,
     CancelRequested,
     ChildExited,
+    ChildHostLost,
     ChildProgressed,
     ChildReady,
     ChildReplied,
@@ -54,10 +59,12 @@ from servo_actors.actors.supervision_events import (
     ChildStarted,
     ChildStartupFailed,
     ChildState,
+    ChildUnplaced,
     Effect,
     Escalate,
     Event,
     FinalSweep,
+    HostAvailable,
     Kill,
     OperationRequested,
     Reply,
@@ -78,13 +85,16 @@ children die at once), and each repeat has the shell look at the process again."
 CANCELLED_IDS_KEPT = 16
 """Ids of cancelled operations remembered in case their Begin arrives after the Cancel."""
 
-QUEUED, STARTING, READY, KILLING, DOWN = (
+QUEUED, STARTING, READY, KILLING, DOWN, WAITING = (
     ChildState.QUEUED,
     ChildState.STARTING,
     ChildState.READY,
     ChildState.KILLING,
     ChildState.DOWN,
+    ChildState.WAITING,
 )
+HOST_LOST, HOST_UNAVAILABLE = "host-lost", "host-unavailable"
+"""Reasons of the part of a child whose host is lost, or that no host can take."""
 NEVER = float("inf")
 
 _log = logging.getLogger(__name__)
@@ -115,13 +125,15 @@ class _Child:
     """Set while a graceful shutdown runs: past it the child is killed."""
     kill_attempt: int = 0
     kill_check_at: float = NEVER
+    waiting_for: str = ""
+    """While WAITING: why (the message its parts fail with)."""
 
     @property
     def name(self) -> str:
         return self.spec.name
 
     def status(self) -> m.ChildStatus:
-        return m.ChildStatus(self.name, self.state.value, self.pid, self.generation, self.restarts)
+        return m.ChildStatus(self.name, self.state.value, self.pid, self.generation, self.restarts, self.where)
 
 
 @dataclass
@@ -168,6 +180,9 @@ class Supervision:
             ChildReplied: self._child_replied,
             ChildShutdownDone: self._child_shutdown_done,
             ChildExited: self._child_exited,
+            ChildHostLost: self._child_host_lost,
+            ChildUnplaced: self._child_unplaced,
+            HostAvailable: self._host_available,
             Tick: self._tick,
         }
 
@@ -244,6 +259,8 @@ class Supervision:
         for child in self._children:
             if child.state == READY:
                 self._dispatch(child)
+            elif child.state == WAITING:
+                self._fail_part(child, "failed", HOST_UNAVAILABLE, child.waiting_for)
         self._finish_if_complete()
 
     @staticmethod
@@ -280,6 +297,8 @@ class Supervision:
                 continue
             # All at once: no ordering, no backoff, no count; every connector comes back fresh.
             child.not_before, child.after = self._now, None
+            if child.state == WAITING:
+                child.state = QUEUED  # a fresh try: a host may have come meanwhile
             self._kill(child, then=QUEUED)
 
     def _begin_stopping(self, event: StopRequested) -> None:
@@ -316,7 +335,7 @@ class Supervision:
         """The child an event is about, or None when it comes from a replaced generation."""
         for child in self._children:
             if child.name == name:
-                if child.generation != generation or child.state in (QUEUED, DOWN):
+                if child.generation != generation or child.state in (QUEUED, DOWN, WAITING):
                     return None
                 return child
         return None
@@ -388,6 +407,39 @@ class Supervision:
         code = event.exit_code
         self._failed(child, exit_description(code), abnormal=code != 0, gone=True)
 
+    def _child_host_lost(self, event: ChildHostLost) -> None:
+        child = self._current(event.name, event.generation)
+        if child is None:
+            return
+        state = self._no_process(child)
+        self._fail_part(child, "failed", HOST_LOST, event.message)
+        if state == KILLING:
+            child.state = child.then
+        else:
+            child.state, child.not_before, child.after = QUEUED, self._now, None  # at once, uncounted
+        _log.warning("%s; starting it again", event.message)
+
+    def _child_unplaced(self, event: ChildUnplaced) -> None:
+        child = self._current(event.name, event.generation)
+        if child is None:
+            return
+        state = self._no_process(child)
+        self._fail_part(child, "failed", HOST_UNAVAILABLE, event.message)
+        child.waiting_for = event.message
+        child.state = DOWN if state == KILLING and child.then == DOWN else WAITING
+
+    def _host_available(self, event: HostAvailable) -> None:
+        for child in self._children:
+            if child.state == WAITING and child.name in event.names:
+                child.state, child.not_before, child.after = QUEUED, self._now, None
+
+    def _no_process(self, child: _Child) -> ChildState:
+        """Forget the child's process (gone, or never started); its state before, returned."""
+        state = child.state
+        child.pid, child.where, child.busy = None, None, None
+        child.startup_deadline = child.shutdown_deadline = child.kill_check_at = NEVER
+        return state
+
     # ----- operations ------------------------------------------------------------------------------
 
     def _fail_part(self, child: _Child, status: str, reason: str, message: str) -> None:
@@ -433,7 +485,7 @@ class Supervision:
 
     def _kill(self, child: _Child, *, then: ChildState) -> None:
         """Kill the child's process; ``then`` (QUEUED or DOWN) applies once it is gone."""
-        if child.state in (QUEUED, DOWN):
+        if child.state in (QUEUED, DOWN, WAITING):
             if then == DOWN:
                 child.state = DOWN
             return

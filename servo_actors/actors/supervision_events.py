@@ -46,6 +46,10 @@ class ChildState(StrEnum):
     """SIGKILL sent; ``then`` (QUEUED or DOWN) applies once the process is confirmed gone."""
     DOWN = "down"
     """Stays without a process (stopped, not restarted by its type, or the supervisor gave up)."""
+    WAITING = "waiting"
+    """No process, and no host can take it now (a connector placed on member systems, none of
+    which offers its capability): its part of each operation fails at once, ``host-unavailable``;
+    it starts once a host can take it (``HostAvailable``). Settled, like DOWN."""
 
 
 UNSETTLED = frozenset({ChildState.QUEUED, ChildState.STARTING, ChildState.KILLING})
@@ -158,6 +162,33 @@ class ChildExited:
 
 
 @dataclass(frozen=True)
+class ChildHostLost:
+    """The host this generation ran on (a member system) is lost, and the process with it. Not a
+    crash: its part fails ``host-lost``, and it starts again at once, wherever a host can take it."""
+
+    name: str
+    generation: int
+    message: str
+
+
+@dataclass(frozen=True)
+class ChildUnplaced:
+    """No host could take this generation (none offers what its placement needs). Not a crash:
+    its part fails ``host-unavailable`` and it waits (WAITING) until ``HostAvailable``."""
+
+    name: str
+    generation: int
+    message: str
+
+
+@dataclass(frozen=True)
+class HostAvailable:
+    """A host that can take these children joined: those WAITING start."""
+
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Tick:
     """Time passed: a wakeup the rules asked for, or the shell's periodic check. Deadlines
     (startup, operation, shutdown, kill checks) are noticed here."""
@@ -175,6 +206,9 @@ Event = (
     | ChildReplied
     | ChildShutdownDone
     | ChildExited
+    | ChildHostLost
+    | ChildUnplaced
+    | HostAvailable
     | Tick
 )
 

@@ -19,12 +19,16 @@ What the shell owns itself, because it is about processes rather than rules:
 - the servo that owns the system: if it disappears, the supervisor SIGKILLs the whole session,
   itself last; the lifeline does the same should the servo die without a word (``lifeline``).
 
-``_spawn_process`` and ``_kill_process`` are the seams where a child placed on another host would
-be started and killed differently.
+A child placed on another host (``supervisor.convention``, ``connectors[].placement``) is started
+and killed there by that host's member agent, through ``RemoteHosts`` (``remote_hosts.py``): its
+process is known by the member it runs on (``where``), never by a local PID; what the member
+reports becomes the same events (started, exited), plus two that are not crashes: its host is
+lost (``ChildHostLost``), or no host can take it (``ChildUnplaced``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import os
@@ -41,20 +45,32 @@ from thespian.actors import Actor, ChildActorExited, PoisonMessage, WakeupMessag
 from servo_actors.actors import descendants, lifeline, processes, system
 from servo_actors.actors import messages as m
 from servo_actors.actors.host import ConnectorHost
+from servo_actors.actors.remote_hosts import (
+    HostLost,
+    Placeable,
+    RemoteGone,
+    RemoteHosts,
+    RemoteSpawned,
+    RemoteSpawnFailed,
+    Unplaced,
+)
 from servo_actors.actors.supervision import Supervision
 from servo_actors.actors.supervision_events import (
     CancelRequested,
     ChildExited,
+    ChildHostLost,
     ChildProgressed,
     ChildReady,
     ChildReplied,
     ChildShutdownDone,
     ChildStarted,
     ChildStartupFailed,
+    ChildUnplaced,
     Effect,
     Escalate,
     Event,
     FinalSweep,
+    HostAvailable,
     Kill,
     OperationRequested,
     Reply,
@@ -72,6 +88,8 @@ TICK_IDLE = 1.0
 process too, orphans swept): TICK_BUSY while an operation, start, cancel or stop is in flight,
 TICK_IDLE otherwise (an idle servo should not burn CPU). One timer chain for all of them, rather
 than a wakeup per spawn or operation, which Thespian cannot cancel and would pile up."""
+TICK_MIN = 0.05
+"""Shortest wait between two ticks, whatever a convention's heartbeat interval asks."""
 SELF_DESTRUCT_TIMEOUT = 2.0
 """Seconds the supervisor spends killing its session once the owner is gone."""
 
@@ -89,6 +107,9 @@ class ChildProcess:
     started: int | None
     """Start time (clock ticks since boot): with the PID it names this process and no later one."""
     where: str | None = None
+    """The member system it runs on (placed children); None: here."""
+    outbox: list[Any] | None = None
+    """Messages for a placed child whose address is not known yet (sent once it is)."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +158,7 @@ class Supervisor(Actor):
         self._owner_started: int | None = None
         self._owner_sid: int | None = None
         self._forget: list[tuple[float, Any]] = []
+        self._remote: RemoteHosts | None = None
         self._tick_token = 0
         self._tick_at = float("inf")
 
@@ -171,11 +193,16 @@ class Supervisor(Actor):
         elif isinstance(msg, PoisonMessage):
             _log.error("a message the supervisor sent could not be handled: %s", msg.details)
         else:
-            event = self._event_for(msg, sender)
-            if event is not None:
-                self._feed(event)
-        if self._rules.busy and self._tick_at - _now() > TICK_BUSY:
-            self._schedule_tick(TICK_BUSY)
+            remote = self._remote.handle(msg, sender, _now()) if self._remote is not None else None
+            if remote is not None:
+                self._feed(*self._from_members(remote))
+            else:
+                event = self._event_for(msg, sender)
+                if event is not None:
+                    self._feed(event)
+        delay = self._tick_delay()
+        if self._tick_at - _now() > delay:
+            self._schedule_tick(delay)
 
     def _event_for(self, msg: Any, sender: Any) -> Event | None:
         """The rules' event for a message from the runtime or a host; None for anything else."""
@@ -185,7 +212,9 @@ class Supervisor(Actor):
             return ChildReplied(msg.name, msg.generation, msg.request_id, msg.outcome, msg.claimed)
         if isinstance(msg, m.HostReady):
             proc = self._processes.get(msg.generation)
-            if proc is not None and proc.pid is None:  # only if Thespian did not tell at spawn
+            if proc is not None and proc.where is not None:
+                self._learn_address(proc, sender)  # its member's word may still be on the way
+            elif proc is not None and proc.pid is None:  # only if Thespian did not tell at spawn
                 proc.pid, proc.started = msg.pid, processes.start_ticks(msg.pid)
             return ChildReady(msg.name, msg.generation, msg.pid)
         if isinstance(msg, m.HostStartupFailed):
@@ -199,6 +228,9 @@ class Supervisor(Actor):
         if isinstance(msg, m.Stop):
             return StopRequested(msg.request_id, sender)
         if isinstance(msg, m.Reconfigure):
+            convention = getattr(msg.settings, "convention", None)
+            if self._remote is not None and convention is not None:
+                self._remote.reconfigure(convention)
             return StopRequested(msg.request_id, sender, msg)
         return None
 
@@ -208,15 +240,25 @@ class Supervisor(Actor):
         self._owner, self._owner_pid, self._owner_started = sender, msg.owner_pid, msg.owner_started
         owner = processes.proc_stat(msg.owner_pid)
         self._owner_sid = owner.sid if owner else None
+        convention = getattr(msg.settings, "convention", None)
+        if convention is not None:
+            self._remote = RemoteHosts(convention, send=self.send, deregister=self.deRegisterRemoteSystem, now=_now())
+            self.notifyOnSystemRegistrationChanges(True)  # members joining are announced to us
         self._schedule_tick(TICK_BUSY)
         # Tells the runtime our PID at once, so it can notice our death while children start.
         self.send(sender, self._status(f"{msg.request_id}:started"))
         self._feed(StartRequested(msg.request_id, msg.settings, msg.children, sender))
 
     def _status(self, request_id: str) -> m.Status:
+        statuses = self._rules.statuses()
+        if self._remote is not None:
+            remote = self._remote
+            statuses = tuple(
+                dataclasses.replace(s, where=remote.where(s.name)) if remote.placed(s.name) else s for s in statuses
+            )
         return m.Status(
             request_id,
-            self._rules.statuses(),
+            statuses,
             os.getpid(),
             os.getsid(0),
             self._rules.failure,
@@ -239,14 +281,20 @@ class Supervisor(Actor):
 
     def _perform(self, effect: Effect) -> list[Event]:
         if isinstance(effect, Spawn):
+            if self._remote is not None and self._remote.placed(effect.name):
+                return self._spawn_remote(effect)
             return [self._spawn_process(effect)]
         if isinstance(effect, Kill):
             return self._kill(effect)
         if isinstance(effect, SendToChild):
             proc = self._processes.get(effect.generation)
-            if proc is not None:
+            if proc is not None and proc.address is None and proc.outbox is not None:
+                proc.outbox.append(effect.message)
+            elif proc is not None:
                 self.send(proc.address, effect.message)
         elif isinstance(effect, Reply):
+            if isinstance(effect.message, m.Stopped) and self._remote is not None:
+                self._remote.detach_all()  # members drop what they hosted for us at once
             self.send(effect.to, effect.message)
         elif isinstance(effect, ScheduleWakeup):
             self.wakeupAfter(timedelta(seconds=max(0.0, effect.at - _now())), _RulesDue())
@@ -270,9 +318,58 @@ class Supervisor(Actor):
         proc = self._processes.get(kill.generation)
         if proc is None:  # already reported gone (or never started): the rules ignore a repeat
             return [ChildExited(kill.name, kill.generation, None)]
+        if proc.where is not None:
+            assert self._remote is not None
+            # Its member kills it (group, descendants, cgroup) and says when it is gone.
+            if self._remote.kill(proc.name, proc.generation, _now()):
+                self._processes.pop(proc.generation, None)
+                return [ChildExited(proc.name, proc.generation, None)]
+            return []
         if self._kill_process(proc):
             return [self._gone(proc)]
         return []
+
+    # ----- children on member systems ----------------------------------------------------------
+
+    def _spawn_remote(self, spawn: Spawn) -> list[Event]:
+        """Ask a member offering the child's capability to start it (or wait for one)."""
+        assert self._remote is not None
+        proc = ChildProcess(spawn.name, spawn.generation, None, None, None, where="?", outbox=[])
+        self._processes[spawn.generation] = proc
+        return self._from_members(self._remote.spawn(spawn.spec, spawn.generation, _now()))
+
+    def _learn_address(self, proc: ChildProcess, address: Any) -> None:
+        if proc.address is None and address is not None:
+            proc.address = address
+            for message in proc.outbox or ():
+                self.send(address, message)
+            proc.outbox = None
+
+    def _from_members(self, events: list[Any]) -> list[Event]:
+        """The rules' events for what RemoteHosts reports about the children on member systems."""
+        out: list[Event] = []
+        for event in events:
+            if isinstance(event, Placeable):
+                out.append(HostAvailable(event.names))
+                continue
+            proc = self._processes.get(event.generation)
+            if proc is None or proc.where is None:
+                continue
+            if isinstance(event, RemoteSpawned):
+                proc.where, proc.pid = event.member, event.pid
+                self._learn_address(proc, event.address)
+                out.append(ChildStarted(event.name, event.generation, event.pid, event.member))
+                continue
+            self._processes.pop(event.generation, None)
+            if isinstance(event, RemoteGone):
+                out.append(ChildExited(event.name, event.generation, event.exit_code))
+            elif isinstance(event, RemoteSpawnFailed):
+                out.append(ChildStartupFailed(event.name, event.generation, event.error))
+            elif isinstance(event, HostLost):
+                out.append(ChildHostLost(event.name, event.generation, event.message))
+            elif isinstance(event, Unplaced):
+                out.append(ChildUnplaced(event.name, event.generation, event.message))
+        return out
 
     def _kill_process(self, proc: ChildProcess) -> bool:
         """SIGKILL ``proc`` with its group, descendants and cgroup if it still runs; True once gone."""
@@ -295,6 +392,8 @@ class Supervisor(Actor):
 
     @staticmethod
     def _running(proc: ChildProcess) -> bool:
+        if proc.where is not None:
+            return True  # on a member: its member agent says when it is gone
         return proc.pid is not None and processes.is_running(proc.pid, proc.started)
 
     def _by_address(self, address: Any) -> ChildProcess | None:
@@ -329,14 +428,21 @@ class Supervisor(Actor):
         self._tick_at = _now() + delay
         self.wakeupAfter(timedelta(seconds=delay), _TickDue(self._tick_token))
 
+    def _tick_delay(self) -> float:
+        delay = TICK_BUSY if self._rules.busy else TICK_IDLE
+        if self._remote is not None:  # heartbeats and placement grace keep their own time
+            delay = min(delay, max(TICK_MIN, self._remote.next_due() - _now()))
+        return delay
+
     def _tick(self) -> None:
         # Re-armed first: should anything below raise, the periodic checks must not stop.
-        self._schedule_tick(TICK_BUSY if self._rules.busy else TICK_IDLE)
+        self._schedule_tick(self._tick_delay())
         if self._owner_pid is not None and not processes.is_running(self._owner_pid, self._owner_started):
             self._self_destruct()
         gone = self._poll_processes()
         descendants.sweep(descendants.thespian_children(self))
-        self._feed(*gone, Tick())
+        remote = self._from_members(self._remote.tick(_now())) if self._remote is not None else []
+        self._feed(*gone, *remote, Tick())
         # Addresses of children gone for a tick: Thespian has handled their exit by now.
         now = _now()
         while self._forget and now - self._forget[0][0] >= TICK_BUSY:
@@ -344,8 +450,10 @@ class Supervisor(Actor):
 
     def _self_destruct(self) -> None:
         """The servo that owns this system is gone: kill every process of the session, then ourselves."""
+        if self._remote is not None:
+            self._remote.detach_all()  # best effort: members also notice our silence
         for proc in self._processes.values():
-            if proc.pid is not None:
+            if proc.pid is not None and proc.where is None:
                 descendants.kill_tree(proc.pid)
         descendants.sweep_until_clean(set())  # hosts included: we are about to exit
         me, admin, sid = os.getpid(), os.getppid(), os.getsid(0)
