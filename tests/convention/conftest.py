@@ -281,6 +281,10 @@ class Convention:
     def leader_address(self) -> str:
         return f"{self.hosts.leader_ip}:{self.leader_port}"
 
+    def config(self, connectors: list[dict[str, Any]], supervisor: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A leader's servo.yaml (as a dict) with these connectors."""
+        return leader_config(self.hosts, self.secret, connectors, self.leader_port, supervisor or {})
+
     def agent(self, *args: str, secret: Path | None = None, join: str | None = None) -> Agent:
         index = sum(isinstance(t, Agent) for t in self.started)
         started = Agent(

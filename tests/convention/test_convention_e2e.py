@@ -9,12 +9,16 @@ Bounds on time are generous ones that only a hang breaks, except where the contr
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 from waiting import wait_until
 
 from servo_actors.actors import processes
@@ -218,3 +222,24 @@ def test_both_sides_exit_cleanly_and_a_member_outlives_its_leader_empty(conventi
     assert agent.wait() == 0
     wait_until(lambda: not agent.pids(), 5, what="every process of the agent gone")
     assert os.path.exists(agent.run_dir)
+
+
+
+def test_describe_and_check_say_where_each_connector_runs(loopback_convention, tmp_path: Path) -> None:
+    agent = loopback_convention.agent("--capability", "loadgen-host")
+    config = tmp_path / "servo.yaml"
+    config.write_text(yaml.safe_dump(loopback_convention.config(connectors(tmp_path / "hang"))))
+    wait_until(lambda: "joining the servo at" in agent.log(), 30, what="the agent started")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "servo_actors", "-c", str(config), *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+    described = cli("describe")
+    assert described.returncode == 0, described.stderr
+    assert "RUNS ON" in described.stdout
+    rows = dict(line.split(None, 1) for line in described.stdout.split("RUNS ON", 1)[1].splitlines()[2:] if line)
+    assert rows == {"here": "local", "there": agent.listen}
+    checked = cli("check", "--json")
+    assert checked.returncode == 0, checked.stderr
+    assert json.loads(checked.stdout)["placement"] == {"here": "local", "there": agent.listen}
