@@ -250,7 +250,7 @@ def _stats(values: list[float]) -> str:
 
 def report(results: dict[str, dict[str, Any]], info: dict[str, Any], load_end: str, options: argparse.Namespace) -> str:
     lines = [
-        f"### Connectors on other hosts (2026-12 convention, {info['date']})",
+        f"### Connectors on other hosts ({info['date']})",
         "",
         f"Machine: {info['cpu']}, {info['cores']} cores, Linux {info['kernel']}, Python {info['python']}, "
         f"Thespian {info['thespian']}; load average at start {info['load_at_start']}, at the end {load_end} "
