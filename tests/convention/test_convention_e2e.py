@@ -243,3 +243,53 @@ def test_describe_and_check_say_where_each_connector_runs(loopback_convention, t
     checked = cli("check", "--json")
     assert checked.returncode == 0, checked.stderr
     assert json.loads(checked.stdout)["placement"] == {"here": "local", "there": agent.listen}
+
+
+def test_the_leader_and_the_member_listen_only_where_told(convention, tmp_path: Path) -> None:
+    agent = convention.agent("--capability", "loadgen-host")
+    leader = convention.leader(connectors(tmp_path / "hang"))
+    placed_on(leader, "there", agent.listen)
+    for tracked, host, port in (
+        (leader, convention.hosts.leader_ip, convention.leader_port),
+        (agent, convention.hosts.member_ip, int(agent.listen.rsplit(":", 1)[1])),
+    ):
+        sockets = {s for pid in tracked.pids() for s in processes.listening_sockets(pid)}
+        assert (host, port) in sockets
+        assert {address for address, _ in sockets} == {host}, sockets
+
+
+class CreatesFile:
+    """Unpickling this opens ``path`` for writing, so creates it: proof that a frame was executed."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+
+    def __reduce__(self) -> tuple:
+        return (open, (self.path, "w"))
+
+
+def test_every_socket_of_a_leader_refuses_a_forged_message(loopback_convention, tmp_path: Path) -> None:
+    import pickle
+    import socket
+
+    agent = loopback_convention.agent("--capability", "loadgen-host")
+    leader = loopback_convention.leader(connectors(tmp_path / "hang"))
+    placed_on(leader, "there", agent.listen)
+    # The harness's own endpoint reads only while it waits for an answer (the test process's own
+    # is attacked in tests/actors); forked processes inherit it, so it shows under them too.
+    own = set(processes.listening_sockets(leader.pid))
+    ports = {s for pid in leader.pids() for s in processes.listening_sockets(pid)} - own
+    assert len(ports) >= 4  # admin, logger, supervisor, the local connector's host
+    for index, address in enumerate(sorted(ports)):
+        proof = tmp_path / f"executed-{index}"
+        body = pickle.dumps(CreatesFile(proof))
+        with socket.create_connection(address, timeout=5.0) as conn:
+            conn.sendall(b"%d>" % (32 + len(body)) + os.urandom(32) + body)
+            try:
+                assert conn.recv(4096) == b"", f"{address} kept the connection open"
+            except ConnectionResetError:
+                pass
+        assert not proof.exists(), f"{address} executed a forged message"
+    log = leader.run_dir / "thespian.log"
+    wait_until(lambda: "refused a message from 127.0.0.1:" in log.read_text(), 10)
+    assert leader.ask("run", op="check")["result"]["status"] == "ok"  # and they all keep serving
