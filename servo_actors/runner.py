@@ -442,6 +442,18 @@ class Runner:
         except ConfigError as exc:
             log.error("configuration reload refused, keeping the running one: %s", exc)
             return
+        convention = self.config.supervisor.convention
+        if convention is not None:
+            # The running actor system holds the leader's address, which agents join: a second one
+            # cannot start beside it (README, "Connectors on other hosts").
+            log.error(
+                "configuration reload from %s refused, keeping the running connectors: a servo with "
+                "supervisor.convention holds %s and cannot start new connectors beside it; restart "
+                "the servo to apply the file (agents join the new one by themselves)",
+                source,
+                convention.listen,
+            )
+            return
         log.info("configuration reload from %s: starting the new connectors beside the running ones", source)
         try:
             started = runtime.start(stop=self.signals.stop)
