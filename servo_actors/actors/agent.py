@@ -24,7 +24,7 @@ import shutil
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,6 @@ class AgentOptions:
     rejoin_min: float = DEFAULT_REJOIN_MIN
     rejoin_max: float = DEFAULT_REJOIN_MAX
     run_dir: Path | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class AgentFailed(SupervisorError):
@@ -101,7 +100,7 @@ def run_agent(options: AgentOptions, stop: threading.Event) -> int:
             options.join,
             offered,
         )
-        return _serve(handle, agent, status.pid, stop)
+        return _serve(handle, agent, status.pid, options.join, stop)
     finally:
         _kill(handle)
         if own_run_dir:
@@ -114,7 +113,8 @@ def _member_agent_class() -> type:
     return MemberAgent
 
 
-def _serve(handle: ActorSystemHandle, agent: Any, agent_pid: int, stop: threading.Event) -> int:
+def _serve(handle: ActorSystemHandle, agent: Any, agent_pid: int, join: Endpoint, stop: threading.Event) -> int:
+    """Wait for ``stop``, logging each change of leader; 1 if the member agent dies meanwhile."""
     leader: str | None = None
     next_status = 0.0
     pending: str | None = None
@@ -134,7 +134,7 @@ def _serve(handle: ActorSystemHandle, agent: Any, agent_pid: int, stop: threadin
                 if message.leader is not None:
                     _log.info("serving the servo at %s", message.leader)
                 else:
-                    _log.warning("no servo attached (was %s); joining %s again", leader, "the leader")
+                    _log.warning("the servo at %s is gone: its connectors here were killed; joining %s again", leader, join)
                 leader = message.leader
         elif pending is not None and time.monotonic() >= next_status + STATUS_INTERVAL:
             pending = None  # unanswered: ask again (the process check above catches a dead agent)
