@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from servo_actors import USER_AGENT, __version__
+from servo_actors import USER_AGENT, __version__, observability
 from servo_actors.actors import Operation, OperationResult, ServoRuntime
 from servo_actors.actors.restart_policy import RestartIntensity
 from servo_actors.actors.runtime import LOST_REASON, SupervisorLost
@@ -37,6 +37,7 @@ from servo_actors.config import ServoConfig
 from servo_actors.connectors import Control
 from servo_actors.errors import ConfigError, ProtocolError, ServoError, SupervisorError
 from servo_actors.identity import IdentityGuard
+from servo_actors.observability import events
 from servo_actors.progress import ProgressSchedule
 from servo_actors.protocol.client import OptimizerClient
 from servo_actors.protocol.models import (
@@ -103,7 +104,14 @@ class Runner:
     # --- public -------------------------------------------------------------------------------
 
     def run(self) -> int:
-        """The exit code: 0 after SIGTERM/SIGINT or ``request_stop``; 1 after a terminal failure."""
+        """The exit code: 0 after SIGTERM/SIGINT or ``request_stop``; 1 after a terminal failure.
+
+        With ``settings.metrics.listen``, /metrics, /healthz and /readyz are served meanwhile.
+        """
+        with observability.serving(self.config.settings.metrics):
+            return self._run()
+
+    def _run(self) -> int:
         self.signals.install()
         try:
             # The actor system forks its processes: start it before the HTTP client makes threads.
@@ -115,6 +123,7 @@ class Runner:
             if not started:
                 log.info("stopped (%s) while the connectors were starting", self._stop_name())
                 return 0
+            events.connectors_ready(spec.name for spec in self.config.connectors)
             self.client = self._new_client(self.config)
             return self._serve()
         finally:
@@ -188,7 +197,7 @@ class Runner:
                     f"{lost}; more than {reboots.max} microreboots within {reboots.period:g}s "
                     "(supervisor.microreboots): giving up"
                 )
-            log.warning("microreboot: starting a fresh actor system (%s)", lost)
+            events.microreboot(str(lost))
             started = time.monotonic()
             try:
                 if not self.runtime.reboot(stop=self.signals.stop):
@@ -197,9 +206,11 @@ class Runner:
                 lost = again
                 continue
             log.info("microreboot done in %.2fs: fresh connectors answer", time.monotonic() - started)
+            events.connectors_ready(spec.name for spec in self.config.connectors)
             return True
 
     def _dispatch(self, command: Command) -> None:
+        events.command_received(command.cmd, command.cmd_uid)
         self._notify(
             "command", {"cmd": command.cmd, "cmd_uid": command.cmd_uid, "param": _dump(command.param)}
         )
@@ -265,11 +276,6 @@ class Runner:
         )
         if reply is not None and reply.status == "cancel":
             # Abort pressed as the result went out: the command counts as cancelled; start fresh.
-            log.info(
-                "optimizer cancelled %s %s after its result: restarting connectors",
-                command.cmd,
-                command.cmd_uid,
-            )
             if not self.runtime.cancel(stop=self.signals.stop):
                 raise StopRequested(self._stop_name())
         self._notify(
@@ -305,12 +311,6 @@ class Runner:
     def _abandon(self, command: Command, op: Operation, event: str, reply: OptimizerStatus) -> None:
         """The optimizer's answer to a progress post ends the operation: kill, respawn, maybe report."""
         assert self.client is not None and self.runtime is not None
-        log.info(
-            "optimizer answered %s to progress of %s %s: stopping it",
-            reply.status,
-            command.cmd,
-            command.cmd_uid,
-        )
         # The kills go out now; the optimizer hears `cancelled` once they have (the operation's
         # cancelled result comes back after them), not after the fresh connectors are up.
         request = self.runtime.begin_cancel()
@@ -371,6 +371,7 @@ class Runner:
             raise StopRequested(self._stop_name())
         old, self.runtime = self.runtime, runtime
         old.stop()
+        events.reloaded(spec.name for spec in new.connectors)
         self._described_metrics = None
         log.info(
             "configuration reloaded from %s: the new connectors answer, the old ones are stopped", source
@@ -397,7 +398,7 @@ class Runner:
             config.settings,
             servo_uid=config.servo_uid,
             stop=self.signals.stop,
-            watcher=self.identity,
+            watcher=events.AnswerRecorder(self.identity),  # the guard, and the servo's metrics
         )
 
     def _notify(self, what: str, detail: dict[str, Any]) -> None:
