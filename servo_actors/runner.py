@@ -108,8 +108,27 @@ class Runner:
 
         With ``settings.metrics.listen``, /metrics, /healthz and /readyz are served meanwhile.
         """
-        with observability.serving(self.config.settings.metrics):
-            return self._run()
+        metrics = self.config.settings.metrics
+        with observability.serving(metrics, (spec.name for spec in self.config.connectors)) as server:
+            try:
+                code = self._run()
+            except SupervisorError as exc:  # the connectors could not start at all
+                events.run_ended(str(exc))
+                self._linger(server)
+                raise
+            if code:
+                self._linger(server)
+            return code
+
+    def _linger(self, server: observability.MetricsServer | None) -> None:
+        """A terminal failure is in the counters: let a scrape see it (SIGTERM/SIGINT end the wait)."""
+        if server is None:
+            return
+        self.signals.install()
+        try:
+            observability.linger(self.config.settings.metrics, server, self.signals.stop)
+        finally:
+            self.signals.restore()
 
     def _run(self) -> int:
         self.signals.install()
@@ -168,6 +187,7 @@ class Runner:
             # The supervisor gave up on a connector (restart intensity), or the servo's own actor
             # system keeps getting lost (microreboot intensity): no hot loop, stop.
             log.error("stopping: %s", exc)
+            events.run_ended(str(exc))
             self.runtime.stop()
             self._goodbye("failure")
             return 1

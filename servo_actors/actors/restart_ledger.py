@@ -13,8 +13,12 @@ anyway, and this ledger reads them (pure: no I/O, no clock; one call per message
   supervisor (``reset``).
 
 A child whose ``restarts`` grew crashed that many times (reason ``crash``). A child with a new
-generation and no more crashes was restarted by a cancel in flight (``cancel``), by its deadline
-(``deadline``), or because a sibling crashed (``crash``, strategies one_for_all/rest_for_one).
+generation was also restarted by its deadline (``deadline``) if one is pending, and by a cancel
+in flight (``cancel``); with neither nor a crash, because a sibling crashed (``crash``, strategies
+one_for_all/rest_for_one). Listings come at least every ``liveness.interval`` and with every
+cancel's answer, so restarts of one connector rarely fall between two of them; when they do,
+each cause is counted once (a cancel that catches a deadline's kill before its respawn would be
+counted as a second restart: the deadline's respawn takes milliseconds, a cancel a round trip).
 Thespian does not keep the order of messages, so a deadline's ``Done`` may arrive just after the
 listing that shows the fresh generation: such an unexplained restart waits for the next message
 before it is called a crash. ``SupervisorFailed`` is an escalation.
@@ -114,16 +118,21 @@ class RestartLedger:
             for _ in range(crashes):
                 self._on_restart(name, "crash", child.generation, child.pid)
             respawned = generation != 0 and child.generation != generation
-            if respawned and not crashes:
-                if name in self._deadlines:
-                    self._deadlines.discard(name)
-                    self._on_restart(name, "deadline", child.generation, child.pid)
-                elif self._cancelling:
-                    self._on_restart(name, "cancel", child.generation, child.pid)
-                else:
-                    self._unexplained[name] = child
-            elif name in self._deadlines and not respawned and child.state not in KILLED_STATES:
-                self._deadlines.discard(name)  # a timeout the connector reported itself: not killed
+            if not respawned:
+                if name in self._deadlines and child.state not in KILLED_STATES:
+                    self._deadlines.discard(name)  # a timeout the connector reported itself: not killed
+                continue
+            # Several restarts may fall between two listings: each known cause counts once.
+            explained = crashes > 0
+            if name in self._deadlines:
+                self._deadlines.discard(name)
+                self._on_restart(name, "deadline", child.generation, child.pid)
+                explained = True
+            if self._cancelling:
+                self._on_restart(name, "cancel", child.generation, child.pid)
+                explained = True
+            if not explained:
+                self._unexplained[name] = child
         self._latest = children
 
 

@@ -182,6 +182,10 @@ class MetricsConfig(_Strict):
     """/healthz answers 503 once the control loop has not turned (no answer from the optimizer nor
     from the actor system) for this long. Keep it above timeouts.connect + timeouts.read and above
     supervisor.liveness.interval + timeout."""
+    exit_linger: Duration = 30.0
+    """After a terminal failure (exit 1: the supervisor gave up, too many microreboots), go on
+    serving this long before exiting, so that a scrape records the failure (/healthz then answers
+    503 saying why); SIGTERM or SIGINT end the wait at once. Keep it above the scrape interval."""
 
     _stall_positive = field_validator("stall_after")(_positive)
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterable, Iterator
 
 from servo_actors.config.listen import parse_listen
 from servo_actors.config.models import MetricsConfig
@@ -33,15 +34,17 @@ log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
-def serving(config: MetricsConfig) -> Iterator[MetricsServer | None]:
+def serving(config: MetricsConfig, connectors: Iterable[str] = ()) -> Iterator[MetricsServer | None]:
     """Serve metrics and health on ``config.listen`` while the block runs (nothing when it is None).
 
+    ``connectors``: the configured names, whose per-connector series exist from the start (at 0).
     ConfigError (naming ``settings.metrics.listen``) when the address cannot be bound.
     """
     if config.listen is None:
         yield None
         return
     metrics, health = ServoMetrics(), HealthState(config.stall_after)
+    metrics.connectors(connectors)
     host, port = parse_listen(config.listen)
     server = MetricsServer(host, port, metrics, health)
     events.activate(metrics, health)
@@ -52,6 +55,17 @@ def serving(config: MetricsConfig) -> Iterator[MetricsServer | None]:
     finally:
         events.deactivate()
         server.stop()
+
+
+def linger(config: MetricsConfig, server: MetricsServer | None, stop: threading.Event) -> None:
+    """After a terminal failure, keep ``server`` up for ``exit_linger`` (or until ``stop``), so the
+    next scrape records what happened."""
+    if server is None or config.exit_linger <= 0:
+        return
+    log.info(
+        "serving /metrics for %gs more before exiting (settings.metrics.exit_linger)", config.exit_linger
+    )
+    stop.wait(config.exit_linger)
 
 
 __all__ = ["HealthState", "MetricsServer", "ServoMetrics", "Verdict", "events", "serving"]

@@ -33,6 +33,8 @@ RESULT_COMMANDS = {"DESCRIPTION": "DESCRIBE", "MEASUREMENT": "MEASURE", "ADJUSTM
 """The command each result event answers."""
 PROGRESS_CANCEL_KINDS = {"cancel": "progress", "unexpected-event": "unexpected-event", "invalid": "invalid"}
 """The optimizer's answer to a progress post -> the kind of cancel it is."""
+MICROREBOOT_REASON = "supervisor-lost"
+"""The ``reason`` of a microreboot's log line (its message says what was lost, and how)."""
 _ERROR_KINDS = {
     "timed out": "timeout",
     "no reply in the time allowed": "timeout",
@@ -191,9 +193,18 @@ def connectors_down(why: str) -> None:
         active.health.connectors_down(why)
 
 
+def run_ended(why: str) -> None:
+    """The run ended in a terminal failure: the probes say so while the servo lingers."""
+    active = _active
+    if active is not None:
+        active.health.ended(why)
+
+
 def microreboot(why: str) -> None:
     log.warning(
-        "microreboot: starting a fresh actor system (%s)", why, extra={"event": "microreboot", "reason": why}
+        "microreboot: starting a fresh actor system (%s)",
+        why,
+        extra={"event": "microreboot", "reason": MICROREBOOT_REASON},
     )
     active = _active
     if active is not None:

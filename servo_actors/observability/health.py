@@ -55,6 +55,7 @@ class HealthState:
         self._connectors: str | None = NOT_STARTED
         self._optimizer: str | None = NOT_REACHED
         self._command: str | None = None
+        self._ended: str | None = None
 
     # ----- written by the loop -------------------------------------------------------------------
 
@@ -74,6 +75,11 @@ class HealthState:
     def optimizer_failed(self, problem: str) -> None:
         self._optimizer = f"the last request to the optimizer failed: {problem}"
 
+    def ended(self, why: str) -> None:
+        """The run is over (a terminal failure): unhealthy and not ready from now on, saying why."""
+        self._ended = f"the run ended: {why}"
+        self._connectors = self._ended
+
     def command(self, text: str | None) -> None:
         """The command in hand (``MEASURE c3``), shown in both bodies; None between commands."""
         self._command = text
@@ -82,8 +88,8 @@ class HealthState:
 
     def liveness(self) -> Verdict:
         idle = max(0.0, self._clock() - self._turned_at)
-        reasons = []
-        if idle > self.stall_after:
+        reasons = [] if self._ended is None else [self._ended]
+        if idle > self.stall_after and self._ended is None:
             reasons.append(
                 f"the control loop has not turned for {idle:.1f}s "
                 f"(settings.metrics.stall_after: {self.stall_after:g}s)"

@@ -10,7 +10,7 @@
 - ``GET /metrics``: ``prometheus_client``'s exposition of ``metrics.registry`` (text format, or
   OpenMetrics when asked for; gzip when accepted).
 - ``GET /healthz``, ``GET /readyz``: 200 or 503 with a JSON body (``HealthState``).
-- Anything else: 404 (405 for other methods than GET and HEAD), JSON.
+- Anything else: 404 (405 for another method than GET), JSON.
 
 The servo forks its actor system while this server runs (at start, at a microreboot, at a reload):
 a forked process would inherit the listening socket and every connection being served, and keep
@@ -146,8 +146,8 @@ class MetricsServer:
             return _json(
                 start_response, "404 Not Found", {"error": f"no such path {path!r}", "paths": list(PATHS)}
             )
-        if method not in ("GET", "HEAD"):
-            allow = [("Allow", "GET, HEAD")]
+        if method != "GET":
+            allow = [("Allow", "GET")]
             return _json(
                 start_response, "405 Method Not Allowed", {"error": f"{method} is not allowed"}, allow
             )
