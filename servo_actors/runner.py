@@ -356,8 +356,11 @@ class Runner:
             self.signals.stop.wait(min(remaining, SLEEP_SLICE))
             if self.signals.take_reload():
                 self._reload()
-            # A death during a long SLEEP is healed now, not when the SLEEP ends.
+            # A death during a long SLEEP is healed now, not when the SLEEP ends; a supervisor that
+            # gave up (restart intensity) ends the run now too.
             self._heal()
+            if self.runtime is not None and self.runtime.failure is not None:
+                raise self.runtime.failure
 
     def _reload(self) -> None:
         """SIGHUP: load the file again; a good one replaces the connectors, a broken one is refused.
