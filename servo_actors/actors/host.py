@@ -52,6 +52,7 @@ from servo_actors.actors.plain_data import (
 from servo_actors.actors.results import NOT_INVOLVED, ConnectorOutcome
 from servo_actors.config.connector_types import connector_class_at
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control
+from servo_actors.observability import log_relay
 
 PARENT_CHECK_INTERVAL = timedelta(seconds=2)
 """How often a host checks that its supervisor is still its parent. Only a fallback: the kernel
@@ -251,6 +252,7 @@ class ConnectorHost(Actor):
             # The supervisor died between fork and prctl: nobody will ever kill this process.
             os.killpg(0, signal.SIGKILL)
         self._spec, self._generation, self._supervisor = msg.spec, msg.generation, sender
+        log_relay.tag_records(msg.spec.name, msg.generation)  # its log lines name it in the servo's log
         # Before any connector code runs: whatever it starts stays in this host's cgroup, and
         # names this host in its environment.
         descendants.mark_environment()
