@@ -457,7 +457,10 @@ class SearchDriver:
         else:
             needed = 1 + self.plan.confirm.repeats
             note = f"not confirmed: {len(point.readings)} of {needed} readings"
-            if not point.confirmations:
+            if not point.confirmations and self._phase in ("done", "failed"):
+                examined = sum(1 for p in points(self._steps) if p.confirmations)
+                note += f" (the {examined} settings measured again before it did not hold up)"
+            elif not point.confirmations:
                 note += " (not measured again yet)"
             elif verdict(self.plan.objective, point, self.plan.confirm) == "unconfirmed":
                 note += " (confirmation was cancelled)"
