@@ -759,6 +759,9 @@ class ServoRuntime:
             # An answer (Ready, Cancelled, Stopped, Status): kept until asked for, since it may
             # arrive before the message its asker waits for first.
             request_id = message.request_id
+            failure = getattr(message, "failure", None)
+            if failure and self._failure is None:  # its SupervisorFailed may come after it
+                self._failure = SupervisorError(failure)
             if request_id == self._watchdog.ping_id:
                 self._watchdog.answered(request_id, time.monotonic())
                 return

@@ -227,7 +227,7 @@ def actor_system_answered() -> None:
     """A message from the supervisor: the loop turned (the hot path: a few attribute reads)."""
     active = _active
     if active is not None:
-        active.health.turned()
+        active.health.actor_system_answered()
 
 
 def operation_finished(operation: str, seconds: float) -> None:
@@ -270,6 +270,19 @@ def escalated(connector: str, message: str) -> None:
 
 
 # ----- the optimizer (client) -----------------------------------------------------------------
+
+
+def exchange_began() -> None:
+    """A request to the optimizer is on its way (ended by ``exchange_ended``, always)."""
+    active = _active
+    if active is not None:
+        active.health.request_began()
+
+
+def exchange_ended() -> None:
+    active = _active
+    if active is not None:
+        active.health.request_ended()
 
 
 def exchange(event: str, http_status: int | None, problem: str = "") -> None:
@@ -318,6 +331,8 @@ __all__ = [
     "AnswerRecorder",
     "activate",
     "actor_system_answered",
+    "exchange_began",
+    "exchange_ended",
     "answer",
     "backoff",
     "command_received",

@@ -3,9 +3,10 @@
 **Healthy** (liveness): the control loop turned within ``stall_after`` seconds. The loop *turns*
 when something it waits on answers: an exchange with the optimizer completes (whatever its HTTP
 status: the loop is doing its job, retrying), or the servo's actor system answers (a liveness
-ping, progress, a result). Both happen only while the runner's thread is running its loop, so a
-loop stuck anywhere (a hung optimizer request, a supervisor stopped with SIGSTOP, a deadlock)
-stops them, and a stopped servo process does not answer the probe at all.
+ping, progress, a result) while no request to the optimizer is open. The runner keeps checking
+its actor system while it waits on the optimizer, so those answers do not count then: a hung
+optimizer request stalls the loop as surely as a deadlock or a supervisor stopped with SIGSTOP,
+and a stopped servo process does not answer the probe at all.
 
 **Ready** (readiness): the connectors have started (and not been lost since: a microreboot is
 under way) and the last exchange with the optimizer got an HTTP 2xx answer.
@@ -26,6 +27,7 @@ Each answer is a ``Verdict``: ``ok`` and a JSON body that says why not.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,6 +54,8 @@ class HealthState:
         self.stall_after = stall_after
         self._clock = clock
         self._turned_at = clock()  # starting counts as a turn: probes pass while the servo starts
+        self._requests_open = 0  # requests to the optimizer in flight (several threads post)
+        self._requests_lock = threading.Lock()
         self._connectors: str | None = NOT_STARTED
         self._optimizer: str | None = NOT_REACHED
         self._command: str | None = None
@@ -60,8 +64,21 @@ class HealthState:
     # ----- written by the loop -------------------------------------------------------------------
 
     def turned(self) -> None:
-        """The loop got an answer from the optimizer or the actor system (the hot path: one store)."""
+        """The loop got an answer from the optimizer (the hot path: one store)."""
         self._turned_at = self._clock()
+
+    def actor_system_answered(self) -> None:
+        """The actor system answered: a turn, unless the loop is waiting on the optimizer."""
+        if not self._requests_open:
+            self._turned_at = self._clock()
+
+    def request_began(self) -> None:
+        with self._requests_lock:
+            self._requests_open += 1
+
+    def request_ended(self) -> None:
+        with self._requests_lock:
+            self._requests_open = max(0, self._requests_open - 1)
 
     def connectors_ready(self) -> None:
         self._connectors = None

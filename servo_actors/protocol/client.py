@@ -367,7 +367,11 @@ class OptimizerClient:
         self, event: str, param: dict[str, Any] | None, *, deadline: float | None, interruptible: bool
     ) -> _Outcome:
         """``_post``, and what it came to told to the servo's metrics and health state."""
-        outcome = self._post(event, param, deadline=deadline, interruptible=interruptible)
+        events.exchange_began()
+        try:
+            outcome = self._post(event, param, deadline=deadline, interruptible=interruptible)
+        finally:
+            events.exchange_ended()
         if outcome.kind not in ("stopped", "unsendable"):  # neither reached the optimizer
             events.exchange(event, outcome.status, outcome.problem)
         return outcome

@@ -33,6 +33,26 @@ def test_healthy_while_the_loop_turns_within_the_bound_and_unhealthy_past_it() -
     assert state.liveness().ok and state.liveness().body["reasons"] == []
 
 
+def test_the_actor_system_answering_is_no_turn_while_a_request_to_the_optimizer_hangs() -> None:
+    # The runner checks its actor system while it waits on the optimizer: those answers must not
+    # hide a hung request.
+    clock = Clock()
+    state = HealthState(stall_after=5.0, clock=clock)
+    state.actor_system_answered()
+    state.request_began()
+    for _ in range(4):
+        clock.now += 2.0
+        state.actor_system_answered()
+    assert not state.liveness().ok
+    state.request_ended()
+    state.turned()  # the request completed
+    assert state.liveness().ok
+    clock.now += 4.0
+    state.actor_system_answered()  # no request open: a turn
+    clock.now += 4.0
+    assert state.liveness().ok
+
+
 def test_ready_needs_started_connectors_and_a_reached_optimizer_and_says_which_is_missing() -> None:
     state = HealthState(stall_after=5.0, clock=Clock())
     body = state.readiness().body
