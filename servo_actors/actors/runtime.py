@@ -680,6 +680,10 @@ class ServoRuntime:
         """The next message within ``timeout`` (at most ``LIVENESS_INTERVAL``), then a liveness check."""
         assert self._system is not None
         message = self._system.listen(min(timeout, LIVENESS_INTERVAL))
+        ping = self._watchdog.ping_id
+        if ping is not None and getattr(message, "request_id", None) == ping:
+            # The answer in hand counts before the check: after a long gap it would look missing.
+            self._watchdog.answered(ping, time.monotonic())
         self._check_liveness(force=message is None)
         return message
 
