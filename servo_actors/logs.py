@@ -1,5 +1,11 @@
 """Logging for the servo: text or JSON lines on stderr, with known secrets redacted.
 
+A JSON line always carries the same keys: ``time``, ``level``, ``logger``, ``message`` and the
+``STABLE_FIELDS`` (``event``, ``cmd``, ``cmd_uid``, ``connector``, ``generation``, ``pid``,
+``reason``, ``duration_ms``), null where they do not apply (``event`` is ``log`` for a plain line,
+``pid`` the process that wrote it), plus any other ``extra=`` fields of the record. The servo's
+events (``observability.events``) and its connectors' lines (``observability.log_relay``) fill them.
+
 Secrets are redacted by value, not by hoping nobody logs them: whatever reads a token calls
 ``register_secret(token)``, and from then on every record that passes the handler has each
 occurrence replaced with ``**********`` (in the message, its arguments and any traceback). Values
@@ -31,11 +37,16 @@ LOG_FORMATS = ("text", "json")
 # logs unreadable, and a real token is never this short.
 MIN_SECRET_LENGTH = 6
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+STABLE_FIELDS = ("event", "cmd", "cmd_uid", "connector", "generation", "pid", "reason", "duration_ms")
+"""Keys every JSON line carries (null where they do not apply): what log queries can rely on."""
+PLAIN_EVENT = "log"
+"""The ``event`` of a line that is not one of the servo's events."""
 
 # "Bearer abc", "X-SF-Token abc", "X-SF-Token: abc", "'X-SF-Token': 'abc'" -> the value is masked.
 _AUTH_VALUE = re.compile(r"""(?i)\b(bearer|x-sf-token)(['"]?\s*[:=]\s*['"]?|\s+)[^\s'",;}]+""")
 _secrets: set[str] = set()
 _secrets_lock = threading.Lock()
+_configured: tuple[str, str] | None = None
 # Attributes every LogRecord has; anything else on a record came from ``extra=`` and goes in JSON.
 _STANDARD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message",
@@ -101,9 +112,12 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
+            **dict.fromkeys(STABLE_FIELDS),
+            "event": PLAIN_EVENT,
+            "pid": record.process,
         }
         for name, value in vars(record).items():
-            if name not in _STANDARD_ATTRIBUTES and name not in entry:
+            if name not in _STANDARD_ATTRIBUTES and (name not in entry or name in STABLE_FIELDS):
                 entry[name] = value
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
@@ -141,14 +155,30 @@ def configure_logging(
         raise ValueError(f"log level must be one of {', '.join(LOG_LEVELS)}, not {level!r}")
     if log_format not in LOG_FORMATS:
         raise ValueError(f"log format must be one of {', '.join(LOG_FORMATS)}, not {log_format!r}")
+    global _configured
     root = logging.getLogger()
     for handler in list(root.handlers):
         if isinstance(handler, _StderrHandler):
             root.removeHandler(handler)
-    handler = _StderrHandler()
-    handler.addFilter(SecretRedactingFilter())
-    handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
+    handler = stderr_handler(log_format)
     root.addHandler(handler)
     root.setLevel(level.upper())
     logging.captureWarnings(True)
+    _configured = (level.lower(), log_format)
     return handler
+
+
+def stderr_handler(log_format: str, formatter: logging.Formatter | None = None) -> logging.Handler:
+    """A handler writing redacted lines to stderr in ``log_format`` (or with ``formatter``)."""
+    handler = _StderrHandler()
+    handler.addFilter(SecretRedactingFilter())
+    if formatter is None:
+        formatter = JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
+    handler.setFormatter(formatter)
+    return handler
+
+
+def configured() -> tuple[str, str] | None:
+    """``(level, format)`` of the last ``configure_logging`` in this process, or None: the actor
+    system relays its processes' lines to stderr only when the servo logs there itself."""
+    return _configured

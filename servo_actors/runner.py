@@ -39,7 +39,7 @@ from concurrent.futures import Future
 from concurrent.futures import wait as wait_for_future
 from typing import Any, TypeVar
 
-from servo_actors import USER_AGENT, __version__
+from servo_actors import USER_AGENT, __version__, observability
 from servo_actors.actors import Operation, OperationResult, ServoRuntime
 from servo_actors.actors.restart_policy import RestartIntensity
 from servo_actors.actors.runtime import LOST_REASON, SupervisorLost
@@ -47,6 +47,7 @@ from servo_actors.config import ServoConfig
 from servo_actors.connectors import Control
 from servo_actors.errors import ConfigError, ProtocolError, ServoError, SupervisorError
 from servo_actors.identity import IdentityGuard
+from servo_actors.observability import events
 from servo_actors.progress import ProgressSchedule
 from servo_actors.protocol.client import OptimizerClient
 from servo_actors.protocol.models import (
@@ -124,7 +125,33 @@ class Runner:
     # --- public -------------------------------------------------------------------------------
 
     def run(self) -> int:
-        """The exit code: 0 after SIGTERM/SIGINT or ``request_stop``; 1 after a terminal failure."""
+        """The exit code: 0 after SIGTERM/SIGINT or ``request_stop``; 1 after a terminal failure.
+
+        With ``settings.metrics.listen``, /metrics, /healthz and /readyz are served meanwhile.
+        """
+        metrics = self.config.settings.metrics
+        with observability.serving(metrics, (spec.name for spec in self.config.connectors)) as server:
+            try:
+                code = self._run()
+            except SupervisorError as exc:  # the connectors could not start at all
+                events.run_ended(str(exc))
+                self._linger(server)
+                raise
+            if code:
+                self._linger(server)
+            return code
+
+    def _linger(self, server: observability.MetricsServer | None) -> None:
+        """A terminal failure is in the counters: let a scrape see it (SIGTERM/SIGINT end the wait)."""
+        if server is None:
+            return
+        self.signals.install()
+        try:
+            observability.linger(self.config.settings.metrics, server, self.signals.stop)
+        finally:
+            self.signals.restore()
+
+    def _run(self) -> int:
         self.signals.install()
         try:
             # The actor system forks its processes: start it before the HTTP client makes threads.
@@ -136,6 +163,7 @@ class Runner:
             if not started:
                 log.info("stopped (%s) while the connectors were starting", self._stop_name())
                 return 0
+            events.connectors_ready(spec.name for spec in self.config.connectors)
             self.client = self._new_client(self.config)
             return self._serve()
         finally:
@@ -181,6 +209,7 @@ class Runner:
             # The supervisor gave up on a connector (restart intensity), or the servo's own actor
             # system keeps getting lost (microreboot intensity): no hot loop, stop.
             log.error("stopping: %s", exc)
+            events.run_ended(str(exc))
             self.runtime.stop()
             self._goodbye("failure")
             return 1
@@ -210,7 +239,7 @@ class Runner:
                     f"{lost}; more than {reboots.max} microreboots within {reboots.period:g}s "
                     "(supervisor.microreboots): giving up"
                 )
-            log.warning("microreboot: starting a fresh actor system (%s)", lost)
+            events.microreboot(str(lost))
             started = time.monotonic()
             try:
                 if not self.runtime.reboot(stop=self.signals.stop):
@@ -219,9 +248,11 @@ class Runner:
                 lost = again
                 continue
             log.info("microreboot done in %.2fs: fresh connectors answer", time.monotonic() - started)
+            events.connectors_ready(spec.name for spec in self.config.connectors)
             return True
 
     def _dispatch(self, command: Command) -> None:
+        events.command_received(command.cmd, command.cmd_uid)
         self._notify(
             "command", {"cmd": command.cmd, "cmd_uid": command.cmd_uid, "param": _dump(command.param)}
         )
@@ -303,11 +334,6 @@ class Runner:
         )
         if reply is not None and reply.status == "cancel":
             # Abort pressed as the result went out: the command counts as cancelled; start fresh.
-            log.info(
-                "optimizer cancelled %s %s after its result: restarting connectors",
-                command.cmd,
-                command.cmd_uid,
-            )
             if not self.runtime.cancel(stop=self.signals.stop):
                 raise StopRequested(self._stop_name())
         self._notify(
@@ -343,12 +369,6 @@ class Runner:
     def _abandon(self, command: Command, op: Operation, event: str, reply: OptimizerStatus) -> None:
         """The optimizer's answer to a progress post ends the operation: kill, respawn, maybe report."""
         assert self.client is not None and self.runtime is not None
-        log.info(
-            "optimizer answered %s to progress of %s %s: stopping it",
-            reply.status,
-            command.cmd,
-            command.cmd_uid,
-        )
         # The kills go out now; the optimizer hears `cancelled` once they have (the operation's
         # cancelled result comes back after them), not after the fresh connectors are up.
         request = self.runtime.begin_cancel()
@@ -417,8 +437,11 @@ class Runner:
             self.signals.stop.wait(min(remaining, SLEEP_SLICE))
             if self.signals.take_reload():
                 self._reload()
-            # A death during a long SLEEP is healed now, not when the SLEEP ends.
+            # A death during a long SLEEP is healed now, not when the SLEEP ends; a supervisor that
+            # gave up (restart intensity) ends the run now too.
             self._heal()
+            if self.runtime is not None and self.runtime.failure is not None:
+                raise self.runtime.failure
 
     def _reload(self) -> None:
         """SIGHUP: load the file again; a good one replaces the connectors, a broken one is refused.
@@ -464,6 +487,7 @@ class Runner:
             raise StopRequested(self._stop_name())
         old, self.runtime = self.runtime, runtime
         old.stop()
+        events.reloaded(spec.name for spec in new.connectors)
         self._described_metrics = None
         log.info(
             "configuration reloaded from %s: the new connectors answer, the old ones are stopped", source
@@ -490,7 +514,7 @@ class Runner:
             config.settings,
             servo_uid=config.servo_uid,
             stop=self.signals.stop,
-            watcher=self.identity,
+            watcher=events.AnswerRecorder(self.identity),  # the guard, and the servo's metrics
         )
 
     def _notify(self, what: str, detail: dict[str, Any]) -> None:

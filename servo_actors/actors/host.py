@@ -52,6 +52,7 @@ from servo_actors.actors.plain_data import (
 from servo_actors.actors.results import NOT_INVOLVED, ConnectorOutcome
 from servo_actors.config.connector_types import connector_class_at
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control
+from servo_actors.observability import log_relay
 
 PARENT_CHECK_INTERVAL = timedelta(seconds=2)
 """How often a host checks that its supervisor is still its parent. Only a fallback: the kernel
@@ -253,6 +254,7 @@ class ConnectorHost(Actor):
         reply_to = getattr(msg, "reply_to", None)  # a member's host answers the leader's supervisor
         self._spec, self._generation = msg.spec, msg.generation
         self._supervisor = reply_to if reply_to is not None else sender
+        log_relay.tag_records(msg.spec.name, msg.generation)  # its log lines name it in the servo's log
         # Before any connector code runs: whatever it starts stays in this host's cgroup, and
         # names this host in its environment.
         descendants.mark_environment()

@@ -143,6 +143,8 @@ class Ready:
     children: tuple[ChildStatus, ...]
     supervisor_pid: int
     session_id: int
+    failure: str | None = None
+    """Set when the supervisor gave up: the answer itself says so, whatever order messages take."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,8 @@ class Done:
 class Cancelled:
     request_id: str
     children: tuple[ChildStatus, ...]
+    failure: str | None = None
+    """As ``Ready.failure``."""
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ from servo_actors.actors import descendants, processes
 from servo_actors.actors import messages as m
 from servo_actors.actors.convention import convention_settings, system_options
 from servo_actors.actors.declared_times import DeclaredTimes
+from servo_actors.actors.restart_ledger import RestartLedger
 from servo_actors.actors.results import OPERATIONS, OperationResult, aggregate
 from servo_actors.actors.supervision_operation import operation_deadline
 from servo_actors.actors.system import ActorSystemHandle
@@ -64,6 +65,7 @@ from servo_actors.config.connector_types import resolve_connector_type
 from servo_actors.config.models import ServoConfig
 from servo_actors.connectors.base import Control
 from servo_actors.errors import ConfigError, SupervisorError
+from servo_actors.observability import events
 
 START_MARGIN = 5.0
 """Seconds added to the connectors' startup budget before a bounded ``start``/``restart`` gives up."""
@@ -128,6 +130,7 @@ class Operation:
         self.request_id = request_id
         self.operation = operation
         self.deadline = deadline
+        self.started = time.monotonic()
         self.progress = 0.0
         self.message = ""
         self.connector: str | None = None
@@ -226,6 +229,9 @@ class ServoRuntime:
         self._watchdog = Watchdog(liveness.interval, liveness.timeout)
         self._checked_at = 0.0
         self._lost: SupervisorLost | None = None
+        # Restarts and escalations, read from the supervisor's answers (observability).
+        self._restarts = RestartLedger(events.connector_restarted, events.escalated)
+        events.track_children(self._restarts)
 
     # ----- lifecycle ---------------------------------------------------------------------------
 
@@ -266,6 +272,7 @@ class ServoRuntime:
         self._failure, self._op, self._supervisor_pid, self._lost = None, None, None, None
         self._answers.clear()
         self._watchdog.reset()
+        self._restarts.reset()
         _bound_external_tells(self._config.supervisor.liveness.timeout)
         if self._run_dir is None:
             self._run_dir = Path(tempfile.mkdtemp(prefix=f"servo-actors-{os.getpid()}-"))
@@ -301,6 +308,7 @@ class ServoRuntime:
         running then). SupervisorLost if the fresh system is lost too, SupervisorError if its
         connectors cannot start (restart intensity exceeded).
         """
+        self._restarts.reset("microreboot")
         self._kill_system()
         return self.start(stop=stop, patient=True)
 
@@ -549,6 +557,7 @@ class ServoRuntime:
             request.done = True
             return request
         self._require_running(allow_failed=True)
+        self._restarts.cancel_sent()
         try:
             self._tell(m.Cancel(request.request_id, op.request_id if op is not None else None))
         except SupervisorLost:
@@ -676,6 +685,10 @@ class ServoRuntime:
         """The next message within ``timeout`` (at most ``LIVENESS_INTERVAL``), then a liveness check."""
         assert self._system is not None
         message = self._system.listen(min(timeout, LIVENESS_INTERVAL))
+        ping = self._watchdog.ping_id
+        if ping is not None and getattr(message, "request_id", None) == ping:
+            # The answer in hand counts before the check: after a long gap it would look missing.
+            self._watchdog.answered(ping, time.monotonic())
         self._check_liveness(force=message is None)
         return message
 
@@ -727,6 +740,9 @@ class ServoRuntime:
         self._kill_system()
 
     def _receive(self, message: Any) -> None:
+        if message is not None:
+            events.actor_system_answered()
+            self._restarts.seen(message)
         op = self._op
         if isinstance(message, (m.Ready, m.Status)):
             self._supervisor_pid = message.supervisor_pid
@@ -744,6 +760,7 @@ class ServoRuntime:
             # A result already settled (cancelled while its Done was late, or lost) stays as it is.
             if op is not None and message.request_id == op.request_id and op.result is None:
                 op.result = message.result
+                events.operation_finished(op.operation, time.monotonic() - op.started)
             # A result of an operation no longer current: nobody waits for it.
         elif isinstance(message, m.SupervisorFailed):
             self._failure = SupervisorError(message.message)
@@ -751,6 +768,9 @@ class ServoRuntime:
             # An answer (Ready, Cancelled, Stopped, Status): kept until asked for, since it may
             # arrive before the message its asker waits for first.
             request_id = message.request_id
+            failure = getattr(message, "failure", None)
+            if failure and self._failure is None:  # its SupervisorFailed may come after it
+                self._failure = SupervisorError(failure)
             if request_id == self._watchdog.ping_id:
                 self._watchdog.answered(request_id, time.monotonic())
                 return

@@ -601,9 +601,10 @@ class Supervision:
             return False
         statuses = self.statuses()
         for request_id, reply_to in self._ready_waiters:
-            self._effects.append(Reply(reply_to, m.Ready(request_id, statuses, self._pid, self._sid)))
+            ready = m.Ready(request_id, statuses, self._pid, self._sid, self._failure)
+            self._effects.append(Reply(reply_to, ready))
         for request_id, reply_to in self._cancel_waiters:
-            self._effects.append(Reply(reply_to, m.Cancelled(request_id, statuses)))
+            self._effects.append(Reply(reply_to, m.Cancelled(request_id, statuses, self._failure)))
         self._ready_waiters, self._cancel_waiters = [], []
         return False
 

@@ -12,19 +12,39 @@ class ChecksFailed(ServoError):
     """``run --check`` / ``--dry-run``: a connector check failed (exit 1)."""
 
 
+def _listen_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--metrics-listen`` as ``settings.metrics.listen`` would take it; a usage error if it is bad."""
+    if value is None:
+        return None
+    from servo_actors.config.listen import format_listen, parse_listen
+
+    try:
+        return format_listen(*parse_listen(value))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @click.command("run")
 @click.option(
     "--check", "check_first", is_flag=True, help="Run the connectors' checks first; stop if any fails."
 )
 @click.option("--dry-run", is_flag=True, help="Run the checks and exit (0 if all pass, 1 if not).")
+@click.option(
+    "--metrics-listen",
+    metavar="HOST:PORT",
+    callback=_listen_option,
+    help="Serve /metrics, /healthz and /readyz here (overrides settings.metrics.listen).",
+)
 @pass_state
-def run_cmd(state: CliState, check_first: bool, dry_run: bool) -> None:
+def run_cmd(state: CliState, check_first: bool, dry_run: bool, metrics_listen: str | None) -> None:
     """Connect to the optimizer and run the control loop until SIGTERM or SIGINT (then GOODBYE, exit 0)."""
     from servo_actors.config.loading import require_optimizer
     from servo_actors.runner import Runner
 
     config = state.config
     require_optimizer(config)
+    if metrics_listen is not None:
+        config.settings.metrics = config.settings.metrics.model_copy(update={"listen": metrics_listen})
     if check_first or dry_run:
         _run_checks(config)
         if dry_run:

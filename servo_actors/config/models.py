@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from servo_actors.config.listen import format_listen, parse_listen
 from servo_actors.durations import parse_duration
 from servo_actors.endpoints import parse_endpoint
 
@@ -175,6 +176,31 @@ class Backoff(_Strict):
         return self
 
 
+class MetricsConfig(_Strict):
+    """The servo's own Prometheus metrics and health endpoints; nothing listens unless ``listen`` is set."""
+
+    listen: str | None = None
+    """HOST:PORT (an IP address or localhost) where /metrics, /healthz and /readyz are served, e.g.
+    127.0.0.1:9464; null: off. ``run --metrics-listen HOST:PORT`` overrides it."""
+    stall_after: Duration = 180.0
+    """/healthz answers 503 once the control loop has not turned (no answer from the optimizer nor
+    from the actor system) for this long. Keep it above timeouts.connect + timeouts.read and above
+    supervisor.liveness.interval + timeout."""
+    exit_linger: Duration = 30.0
+    """After a terminal failure (exit 1: the supervisor gave up, too many microreboots), go on
+    serving this long before exiting, so that a scrape records the failure (/healthz then answers
+    503 saying why); SIGTERM or SIGINT end the wait at once. Keep it above the scrape interval."""
+
+    _stall_positive = field_validator("stall_after")(_positive)
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        return format_listen(*parse_listen(value))
+
+
 class Settings(_Strict):
     """How the servo talks to the optimizer."""
 
@@ -182,6 +208,7 @@ class Settings(_Strict):
     """How often progress (and so cancel detection) goes out during MEASURE and ADJUST."""
     timeouts: Timeouts = Timeouts()
     backoff: Backoff = Backoff()
+    metrics: MetricsConfig = MetricsConfig()
 
     _interval_positive = field_validator("progress_interval")(_positive)
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import builtins
 import ctypes
+import logging
 import os
 import signal
 import socket
@@ -50,6 +51,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control, ProgressFn
 from servo_actors.durations import parse_duration
+
+log = logging.getLogger(__name__)
 
 FOREVER = 3600.0
 """Default ``seconds`` of the hanging actions: far longer than any deadline, still bounded."""
@@ -249,6 +252,8 @@ class ChaosConnector(Connector):
             return
         if fault.only_if_file and not os.path.exists(fault.only_if_file):
             return
+        # Said before it happens: a drill's log shows which fault the next restart comes from.
+        log.warning("chaos: %s fault in %s (pid %d)", fault.action, operation, os.getpid())
         getattr(self, f"_do_{fault.action}")(fault)
 
     def _do_sleep(self, fault: Fault) -> None:

@@ -56,6 +56,7 @@ from servo_actors import USER_AGENT
 from servo_actors.config.models import OptimizerConfig, Settings
 from servo_actors.config.secrets import read_token
 from servo_actors.errors import ConfigError, ProtocolError
+from servo_actors.observability import events
 from servo_actors.protocol.backoff import MIN_DELAY, BackoffPolicy, RetrySchedule, refusal_delay
 from servo_actors.protocol.json_bounds import decode_reply
 from servo_actors.protocol.models import (
@@ -248,6 +249,7 @@ class OptimizerClient:
                     outcome.problem,
                 )
                 return None
+            events.backoff(event, delay)
             if self._stop.wait(delay):
                 return None
 
@@ -303,6 +305,7 @@ class OptimizerClient:
                     self.policy.max_time,
                 )
                 return None
+            events.backoff(event, delay)
             if self._stop.wait(delay):
                 return None
         return None
@@ -361,6 +364,19 @@ class OptimizerClient:
     # --- one POST --------------------------------------------------------------------------------
 
     def _exchange(
+        self, event: str, param: dict[str, Any] | None, *, deadline: float | None, interruptible: bool
+    ) -> _Outcome:
+        """``_post``, and what it came to told to the servo's metrics and health state."""
+        events.exchange_began()
+        try:
+            outcome = self._post(event, param, deadline=deadline, interruptible=interruptible)
+        finally:
+            events.exchange_ended()
+        if outcome.kind not in ("stopped", "unsendable"):  # neither reached the optimizer
+            events.exchange(event, outcome.status, outcome.problem)
+        return outcome
+
+    def _post(
         self, event: str, param: dict[str, Any] | None, *, deadline: float | None, interruptible: bool
     ) -> _Outcome:
         """One POST on a worker thread, abandoned when ``stop`` is set or ``deadline`` passes.

@@ -8,6 +8,8 @@ something else (status requests) while the ``Cancelled`` arrives, deterministica
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from servo_actors.connectors.base import Control
@@ -34,4 +36,16 @@ def test_a_cancelled_that_arrives_during_another_wait_is_not_lost(start_runtime,
     )
     assert runtime.wait_cancel(request, 0.5), "the Cancelled that arrived early was dropped"
     assert op.result is not None and op.result.status == "cancelled"
+    assert runtime.run("describe").ok
+
+
+@pytest.mark.timeout(60)
+def test_a_liveness_answer_waiting_after_a_long_gap_is_counted_before_the_check(start_runtime, kit) -> None:
+    # The servo's main thread may be away longer than the liveness timeout (a long request, a
+    # pause): the supervisor's answer to the ping is then waiting, and must count as answered.
+    runtime = start_runtime(kit.chaos("fine"), liveness={"interval": 0.1, "timeout": 0.5})
+    runtime.poll()  # the first ping goes out
+    time.sleep(1.0)  # nobody listens meanwhile; the answer waits in the socket
+    assert runtime.status().children[0].state == "ready"
+    assert runtime.lost is None
     assert runtime.run("describe").ok

@@ -1,0 +1,71 @@
+"""The servo's own observability: Prometheus metrics, health endpoints, structured log lines.
+
+::
+
+    with serving(config.settings.metrics) as server:   # None when settings.metrics.listen is unset
+        ...                                            # run the loop; events.* calls count into it
+
+- ``events``: one function per event, called where it happens (runner, runtime, client); each
+  writes a log line with the stable fields and updates the metrics and health state when on.
+- ``registry.ServoMetrics``: every metric, in a registry of the servo's own.
+- ``health.HealthState``: what /healthz and /readyz answer (pure, clock injected).
+- ``server.MetricsServer``: the HTTP side, on the configured address only.
+- ``log_relay``: connector log lines reach the servo's log, tagged with the connector.
+
+This package sits below every other layer (the runner, the actors and the protocol client call
+into it); it imports only the configuration, the logs and ``prometheus_client``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterable, Iterator
+
+from servo_actors.config.listen import parse_listen
+from servo_actors.config.models import MetricsConfig
+from servo_actors.observability import events
+from servo_actors.observability.health import HealthState, Verdict
+from servo_actors.observability.registry import ServoMetrics
+from servo_actors.observability.server import MetricsServer
+
+log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def serving(config: MetricsConfig, connectors: Iterable[str] = ()) -> Iterator[MetricsServer | None]:
+    """Serve metrics and health on ``config.listen`` while the block runs (nothing when it is None).
+
+    ``connectors``: the configured names, whose per-connector series exist from the start (at 0).
+    ConfigError (naming ``settings.metrics.listen``) when the address cannot be bound.
+    """
+    if config.listen is None:
+        yield None
+        return
+    metrics, health = ServoMetrics(), HealthState(config.stall_after)
+    metrics.connectors(connectors)
+    host, port = parse_listen(config.listen)
+    server = MetricsServer(host, port, metrics, health)
+    events.activate(metrics, health)
+    server.start()
+    log.info("serving /metrics, /healthz and /readyz on http://%s", server.address)
+    try:
+        yield server
+    finally:
+        events.deactivate()
+        server.stop()
+
+
+def linger(config: MetricsConfig, server: MetricsServer | None, stop: threading.Event) -> None:
+    """After a terminal failure, keep ``server`` up for ``exit_linger`` (or until ``stop``), so the
+    next scrape records what happened."""
+    if server is None or config.exit_linger <= 0:
+        return
+    log.info(
+        "serving /metrics for %gs more before exiting (settings.metrics.exit_linger)", config.exit_linger
+    )
+    stop.wait(config.exit_linger)
+
+
+__all__ = ["HealthState", "MetricsServer", "ServoMetrics", "Verdict", "events", "serving"]

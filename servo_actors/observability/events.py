@@ -1,0 +1,350 @@
+"""The servo's observable events: one call per event, from the runner, the runtime and the client.
+
+Each function below is called where the event happens and does two things: it writes a log line
+whose ``extra`` fields are the stable ones of ``logs.STABLE_FIELDS`` (for the events worth a line),
+and, while ``activate`` has installed metrics and health state (``run`` with ``settings.metrics``),
+it updates them. Off, a call costs a global lookup (and its log line, if it has one).
+
+::
+
+    events.activate(ServoMetrics(), HealthState(stall_after=180))
+    events.command_received("MEASURE", "c3")          # counted, logged, /healthz shows the command
+    events.connector_restarted("prom", "cancel", generation=7, pid=4242)
+    events.deactivate()
+
+Everything here runs in the servo's main process: the counters outlive every connector process,
+and the actor system's own processes never import prometheus_client's state.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from servo_actors.observability.health import HealthState
+from servo_actors.observability.registry import ServoMetrics
+
+log = logging.getLogger("servo_actors.events")
+
+RESULT_COMMANDS = {"DESCRIPTION": "DESCRIBE", "MEASUREMENT": "MEASURE", "ADJUSTMENT": "ADJUST"}
+"""The command each result event answers."""
+PROGRESS_CANCEL_KINDS = {"cancel": "progress", "unexpected-event": "unexpected-event", "invalid": "invalid"}
+"""The optimizer's answer to a progress post -> the kind of cancel it is."""
+MICROREBOOT_REASON = "supervisor-lost"
+"""The ``reason`` of a microreboot's log line (its message says what was lost, and how)."""
+_ERROR_KINDS = {
+    "timed out": "timeout",
+    "no reply in the time allowed": "timeout",
+    "cannot connect": "connection-error",
+}
+"""Phrases of the client's problems -> the ``status`` label of a request that got no HTTP reply."""
+
+
+class _Active:
+    """What ``activate`` installed; one reference, swapped whole."""
+
+    def __init__(self, metrics: ServoMetrics, health: HealthState) -> None:
+        self.metrics = metrics
+        self.health = health
+
+
+_active: _Active | None = None
+_command: tuple[str, str | None, float] | None = None  # (cmd, cmd_uid, monotonic start)
+_children_sources: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+class ChildrenSource(Protocol):
+    """Knows the PIDs of the connector processes it started (``RestartLedger``)."""
+
+    def connector_pids(self) -> list[int]: ...
+
+
+# ----- lifecycle -------------------------------------------------------------------------------
+
+
+def activate(metrics: ServoMetrics, health: HealthState) -> None:
+    """Count into ``metrics`` and tell ``health`` from now on (``run`` with ``settings.metrics``)."""
+    global _active
+    metrics.processes_alive.set_function(connector_processes_alive)
+    metrics.healthy.set_function(lambda: float(health.liveness().ok))
+    metrics.ready.set_function(lambda: float(health.readiness().ok))
+    _active = _Active(metrics, health)
+
+
+def deactivate() -> None:
+    global _active, _command
+    _active, _command = None, None
+
+
+def active_metrics() -> ServoMetrics | None:
+    active = _active
+    return active.metrics if active is not None else None
+
+
+def track_children(source: ChildrenSource) -> None:
+    """Count ``source``'s connector processes in ``servo_connector_processes_alive`` (weakly held)."""
+    _children_sources.add(source)
+
+
+def connector_processes_alive() -> int:
+    """Connector processes running now, over every tracked source (both sets during a reload)."""
+    return sum(1 for source in list(_children_sources) for pid in source.connector_pids() if _running(pid))
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            state = handle.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
+
+
+# ----- the control loop (runner) -----------------------------------------------------------------
+
+
+def command_received(cmd: str, cmd_uid: str | None) -> None:
+    """WHATS_NEXT brought a command: a successful poll."""
+    global _command
+    _command = (cmd, cmd_uid, time.monotonic())
+    log.info(
+        "command %s%s",
+        cmd,
+        f" {cmd_uid}" if cmd_uid else "",
+        extra={"event": "command", "cmd": cmd, "cmd_uid": cmd_uid},
+    )
+    active = _active
+    if active is not None:
+        active.metrics.commands_received.labels(cmd).inc()
+        active.metrics.polled()
+        active.health.command(f"{cmd} {cmd_uid}" if cmd_uid else cmd)
+
+
+def answer(event: str, param: dict[str, Any] | None, reply: Any) -> None:
+    """The optimizer's answer to a progress or result post (``reply`` None: none came)."""
+    replied = getattr(reply, "status", None)
+    cmd = RESULT_COMMANDS.get(event, event)
+    cmd_uid = (param or {}).get("cmd_uid")
+    active = _active
+    if param is not None and "status" in param:
+        _result_posted(cmd, cmd_uid, param, active)
+        if replied == "cancel":
+            _cancelled("result", cmd, cmd_uid, reply, active)
+    elif replied in PROGRESS_CANCEL_KINDS:
+        _cancelled(PROGRESS_CANCEL_KINDS[replied], cmd, cmd_uid, reply, active)
+
+
+def _result_posted(cmd: str, cmd_uid: str | None, param: dict[str, Any], active: _Active | None) -> None:
+    status, reason = str(param.get("status")), param.get("reason")
+    started = _command[2] if _command is not None and _command[1] == cmd_uid else None
+    duration_ms = round((time.monotonic() - started) * 1000, 3) if started is not None else None
+    log.info(
+        "result of %s %s: %s (%s)%s",
+        cmd,
+        cmd_uid,
+        status,
+        reason,
+        f" after {duration_ms:.0f} ms" if duration_ms is not None else "",
+        extra={
+            "event": "result",
+            "cmd": cmd,
+            "cmd_uid": cmd_uid,
+            "status": status,
+            "reason": reason,
+            "duration_ms": duration_ms,
+        },
+    )
+    if active is not None:
+        active.metrics.command_results.labels(cmd, status).inc()
+        active.health.command(None)
+
+
+def _cancelled(kind: str, cmd: str, cmd_uid: str | None, reply: Any, active: _Active | None) -> None:
+    said = getattr(reply, "reason", None) or getattr(reply, "status", None)
+    where = "its result" if kind == "result" else "its progress"
+    log.info(
+        "optimizer answered %s to %s of %s %s: connectors restart fresh",
+        reply.status,
+        where,
+        cmd,
+        cmd_uid,
+        extra={"event": "cancel", "cmd": cmd, "cmd_uid": cmd_uid, "reason": said, "kind": kind},
+    )
+    if active is not None:
+        active.metrics.cancels.labels(kind).inc()
+        active.health.command(None)
+
+
+def connectors_ready(names: Iterable[str]) -> None:
+    """Every connector answered (at start, after a microreboot or a reload)."""
+    active = _active
+    if active is not None:
+        active.metrics.connectors(names)
+        active.health.connectors_ready()
+
+
+def connectors_down(why: str) -> None:
+    """The connectors are not serving (the actor system was lost; a microreboot follows)."""
+    active = _active
+    if active is not None:
+        active.health.connectors_down(why)
+
+
+def run_ended(why: str) -> None:
+    """The run ended in a terminal failure: the probes say so while the servo lingers."""
+    active = _active
+    if active is not None:
+        active.health.ended(why)
+
+
+def microreboot(why: str) -> None:
+    log.warning(
+        "microreboot: starting a fresh actor system (%s)",
+        why,
+        extra={"event": "microreboot", "reason": MICROREBOOT_REASON},
+    )
+    active = _active
+    if active is not None:
+        active.metrics.microreboots.inc()
+        active.health.connectors_down(f"a microreboot is under way ({why})")
+
+
+def reloaded(names: Iterable[str]) -> None:
+    """A SIGHUP reload replaced the connectors: each counts as restarted (reason ``reload``)."""
+    names = list(names)
+    connectors_ready(names)
+    for name in names:
+        connector_restarted(name, "reload")
+
+
+# ----- the actor system (runtime) ---------------------------------------------------------------
+
+
+def actor_system_answered() -> None:
+    """A message from the supervisor: the loop turned (the hot path: a few attribute reads)."""
+    active = _active
+    if active is not None:
+        active.health.actor_system_answered()
+
+
+def operation_finished(operation: str, seconds: float) -> None:
+    active = _active
+    if active is not None:
+        active.metrics.operation_duration.labels(operation).observe(seconds)
+
+
+def connector_restarted(
+    connector: str, reason: str, generation: int | None = None, pid: int | None = None
+) -> None:
+    log.info(
+        "connector %s restarted (%s)%s",
+        connector,
+        reason,
+        f", generation {generation}" if generation else "",
+        extra={
+            "event": "restart",
+            "connector": connector,
+            "reason": reason,
+            "generation": generation,
+            "pid": pid,
+        },
+    )
+    active = _active
+    if active is not None:
+        active.metrics.connector_restarts.labels(connector, reason).inc()
+
+
+def escalated(connector: str, message: str) -> None:
+    """The supervisor gave up (restart intensity exceeded), naming the connector that crossed it."""
+    log.error(
+        "restart intensity exceeded: %s",
+        message,
+        extra={"event": "escalation", "connector": connector, "reason": "restart-intensity"},
+    )
+    active = _active
+    if active is not None:
+        active.metrics.escalations.labels(connector).inc()
+
+
+# ----- the optimizer (client) -----------------------------------------------------------------
+
+
+def exchange_began() -> None:
+    """A request to the optimizer is on its way (ended by ``exchange_ended``, always)."""
+    active = _active
+    if active is not None:
+        active.health.request_began()
+
+
+def exchange_ended() -> None:
+    active = _active
+    if active is not None:
+        active.health.request_ended()
+
+
+def exchange(event: str, http_status: int | None, problem: str = "") -> None:
+    """One request to the optimizer completed: ``http_status``, or None with ``problem`` (no reply)."""
+    active = _active
+    if active is None:
+        return
+    active.health.turned()
+    if http_status is None:
+        status = next((kind for phrase, kind in _ERROR_KINDS.items() if phrase in problem), "error")
+        active.health.optimizer_failed(f"POST {event}: {problem}")
+    else:
+        status = str(http_status)
+        if 200 <= http_status < 300:
+            active.health.optimizer_answered()
+        else:
+            active.health.optimizer_failed(f"POST {event}: HTTP {http_status}")
+    active.metrics.optimizer_requests.labels(event, status).inc()
+
+
+def backoff(event: str, seconds: float) -> None:
+    """The client waits ``seconds`` before retrying ``event``."""
+    active = _active
+    if active is not None:
+        active.metrics.optimizer_retries.labels(event).inc()
+        active.metrics.optimizer_backoff.labels(event).inc(seconds)
+
+
+class AnswerRecorder:
+    """An ``AnswerWatcher`` for ``OptimizerClient``: records each answer (``answer``), then hands
+    it on to ``inner`` (the identity guard), which also decides the poll delay."""
+
+    def __init__(self, inner: Any = None) -> None:
+        self.inner = inner
+
+    def observe(self, event: str, param: dict[str, Any] | None, reply: Any) -> None:
+        if self.inner is not None:
+            self.inner.observe(event, param, reply)
+        answer(event, param, reply)
+
+    def poll_delay(self) -> float:
+        return self.inner.poll_delay() if self.inner is not None else 0.0
+
+
+__all__ = [
+    "AnswerRecorder",
+    "activate",
+    "actor_system_answered",
+    "exchange_began",
+    "exchange_ended",
+    "answer",
+    "backoff",
+    "command_received",
+    "connector_processes_alive",
+    "connector_restarted",
+    "connectors_down",
+    "connectors_ready",
+    "deactivate",
+    "escalated",
+    "exchange",
+    "microreboot",
+    "operation_finished",
+    "reloaded",
+    "track_children",
+]

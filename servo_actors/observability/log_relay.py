@@ -1,0 +1,147 @@
+"""Connector log lines in the servo's log, each with the connector's name, generation and PID.
+
+Every process of the actor system is forked from the servo and inherits its stderr, its log
+format (``logs.configured``) and the secrets to redact. Two halves:
+
+- ``tag_records(name, generation)``, called once by a connector's host when it starts, stamps
+  ``connector``, ``generation`` and ``pid`` on every record made in that process (a host runs one
+  connector generation, so a record factory is exact and costs nothing per call site), and gives
+  the process one ``RelayHandler``: each line is written to the servo's stderr by the process that
+  logs it, at once (the last line before a crash is not lost), in the servo's format (text or
+  JSON), redacted. Every line also goes on to Thespian's logger process and the run directory's
+  ``connectors.log``, whichever logger made it (``_forward_inherited_loggers``).
+- ``relay_handler_config()``: the same handler for Thespian's logger process (the dictConfig the
+  servo gives Thespian, ``system._log_definitions``), which writes the lines of the servo's own
+  code in the supervisor; Thespian's internal chatter stays in the run directory's logs. None when
+  the servo does not log to stderr itself (``logs.configure_logging`` never called: a library use).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from servo_actors import logs
+
+RELAYED_LOGGER_PREFIX = "servo_actors"
+"""Lines of loggers under this name are relayed even without a connector tag (supervisor, hosts)."""
+TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+CONNECTOR_TEXT_FORMAT = "%(asctime)s %(levelname)-7s [%(connector)s] %(name)s: %(message)s"
+
+
+_inherited = logging.getLogger(__name__)
+"""Made when the servo imports this module, before it forks its actor system: in an actor process
+it still belongs to the logging set-up the process inherited (see ``_forward_inherited_loggers``)."""
+
+
+def tag_records(connector: str, generation: int) -> None:
+    """Every log record made in this process from now on carries ``connector``, ``generation``,
+    ``pid``, and goes to the actor system's logger process, whichever logger made it."""
+    make_record = logging.getLogRecordFactory()
+    pid = os.getpid()
+
+    def tagged(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make_record(*args, **kwargs)
+        record.connector, record.generation, record.pid = connector, generation, pid
+        return record
+
+    logging.setLogRecordFactory(tagged)
+    relay = _relay_handler(connector_lines=True)
+    _forward_inherited_loggers(None if relay is None else relay.level)
+    if relay is not None:
+        # Thespian's root refuses addHandler (it wants every line to go through its forwarder);
+        # this one writes to the stderr the process inherited, beside the forwarding.
+        logging.Logger.addHandler(logging.getLogger(), relay)
+
+
+class _ToRoot(logging.Handler):
+    """Hands a record to another root logger (Thespian's forwarder)."""
+
+    def __init__(self, root: logging.Logger) -> None:
+        super().__init__()
+        self.root = root
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.root.handle(record)
+
+
+def _forward_inherited_loggers(level: int | None) -> None:
+    """In an actor process, send the records of inherited loggers where new ones go.
+
+    Thespian starts every actor process with a fresh ``logging`` manager whose root forwards each
+    record to its logger process. A module the servo had imported before forking keeps its
+    module-level logger from the old manager, whose root still holds the servo's stderr handler
+    (with the level it had while the admin was forked, WARNING): such lines would skip the logger
+    process, the run directory's log and the relay's format, and INFO lines would be lost. The old
+    root is given one handler that passes its records to the new root instead, and ``level``
+    (the relay's) or the new root's.
+    """
+    old_root = getattr(getattr(_inherited, "manager", None), "root", None)
+    new_root = logging.getLogger()
+    if not isinstance(old_root, logging.Logger) or old_root is new_root:
+        return  # not an actor process: nothing was replaced
+    old_root.handlers = [_ToRoot(new_root)]
+    old_root.setLevel(new_root.level if level is None else min(level, new_root.level or level))
+
+
+class _ConnectorTextFormatter(logging.Formatter):
+    """The servo's text format, with ``[name]`` before the logger of a connector's line."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+        self._tagged = logging.Formatter(CONNECTOR_TEXT_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        if getattr(record, "connector", None) is not None:
+            return self._tagged.format(record)
+        return super().format(record)
+
+
+def _connector_line(record: logging.LogRecord) -> bool:
+    return getattr(record, "connector", None) is not None
+
+
+def _servo_line(record: logging.LogRecord) -> bool:
+    # Connector lines are written by their own process; Thespian's own stay in the run directory.
+    return not _connector_line(record) and record.name.startswith(RELAYED_LOGGER_PREFIX)
+
+
+class RelayHandler(logging.Handler):
+    """The servo's stderr, the servo's format, redacted: in a connector's host (``connector_lines``)
+    or in Thespian's logger process (the servo's own lines from the supervisor)."""
+
+    def __init__(
+        self, log_format: str = "text", level: int | str = logging.INFO, *, connector_lines: bool = False
+    ) -> None:
+        super().__init__(level)
+        formatter = None if log_format == "json" else _ConnectorTextFormatter()
+        self._stderr = logs.stderr_handler(log_format, formatter)
+        self.addFilter(_connector_line if connector_lines else _servo_line)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._stderr.handle(record)
+
+
+def _relay_handler(*, connector_lines: bool) -> RelayHandler | None:
+    configured = logs.configured()
+    if configured is None:
+        return None
+    level, log_format = configured
+    return RelayHandler(log_format, level.upper(), connector_lines=connector_lines)
+
+
+def relay_handler_config() -> dict[str, Any] | None:
+    """The dictConfig handler entry of ``RelayHandler`` for this process's logging, or None."""
+    configured = logs.configured()
+    if configured is None:
+        return None
+    level, log_format = configured
+    return {
+        "()": f"{__name__}.RelayHandler",
+        "log_format": log_format,
+        "level": level.upper(),
+    }
+
+
+__all__ = ["RelayHandler", "relay_handler_config", "tag_records"]

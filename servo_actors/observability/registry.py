@@ -1,0 +1,169 @@
+"""ServoMetrics: every metric the servo exports, in a registry of its own (never the global one).
+
+The names are a contract (README "Monitoring", the alerting rules in ``deploy/prometheus``):
+
+=====================================================  =========================================
+``servo_commands_received_total{cmd}``                 commands the optimizer sent (SLEEP too)
+``servo_command_results_total{cmd,status}``            results posted, by the status they carried
+``servo_cancels_total{kind}``                          ``progress`` (cancel on progress),
+                                                       ``result`` (cancel on the result),
+                                                       ``unexpected-event``, ``invalid``
+``servo_operation_duration_seconds{operation}``        histogram: describe/measure/adjust/check,
+                                                       begin to the supervisor's answer
+``servo_connector_restarts_total{connector,reason}``   ``cancel``, ``deadline``, ``crash``,
+                                                       ``reload``, ``microreboot``
+``servo_connector_processes_alive``                    connector processes running now
+``servo_connectors_configured``                        connectors in the configuration
+``servo_restart_intensity_escalations_total``          the supervisor gave up (``{connector}``)
+``servo_microreboots_total``                           fresh actor systems after a lost one
+``servo_optimizer_requests_total{event,status}``       exchanges by HTTP status, or ``timeout``,
+                                                       ``connection-error``, ``error``
+``servo_optimizer_retries_total{event}``               backoff waits before a retry
+``servo_optimizer_backoff_seconds_total{event}``       seconds spent in them
+``servo_last_successful_poll_timestamp_seconds``       when WHATS_NEXT last brought a command
+``servo_healthy``, ``servo_ready``                     what /healthz and /readyz answer (1/0)
+``servo_build_info{version,python,thespian}``          always 1
+=====================================================  =========================================
+
+Label values are known words (commands, statuses, reasons, connector names from the
+configuration), so the number of series stays bounded. Every update is a counter increment or a
+gauge set: about a microsecond each.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import time
+from collections.abc import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, disable_created_metrics
+from prometheus_client.process_collector import ProcessCollector
+
+from servo_actors import __version__
+
+COMMANDS = ("DESCRIBE", "MEASURE", "ADJUST", "SLEEP")
+CANCEL_KINDS = ("progress", "result", "unexpected-event", "invalid")
+RESTART_REASONS = ("cancel", "deadline", "crash", "reload", "microreboot")
+EVENTS = ("HELLO", "WHATS_NEXT", "DESCRIPTION", "MEASUREMENT", "ADJUSTMENT", "GOODBYE")
+OPERATIONS = ("describe", "measure", "adjust", "check")
+DURATION_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+    1800.0, 3600.0,
+)  # fmt: skip
+"""Seconds: a no-op DESCRIBE takes milliseconds, a MEASURE may take an hour."""
+
+
+def _thespian_version() -> str:
+    try:
+        return importlib.metadata.version("thespian")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class ServoMetrics:
+    """The servo's metrics (see module docstring); ``registry`` is what /metrics serves."""
+
+    def __init__(self, *, wall_clock: Callable[[], float] = time.time) -> None:
+        self._wall_clock = wall_clock
+        # No ``*_created`` series beside every counter: twice the series for nothing an alert uses.
+        disable_created_metrics()
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        ProcessCollector(registry=r)
+        self.commands_received = Counter(
+            "servo_commands_received", "Commands received from the optimizer.", ["cmd"], registry=r
+        )
+        self.command_results = Counter(
+            "servo_command_results",
+            "Results posted to the optimizer, by command and the status they carried.",
+            ["cmd", "status"],
+            registry=r,
+        )
+        self.cancels = Counter(
+            "servo_cancels",
+            "Operations the optimizer ended: cancel on progress or on the result, unexpected-event, invalid.",
+            ["kind"],
+            registry=r,
+        )
+        self.operation_duration = Histogram(
+            "servo_operation_duration_seconds",
+            "Operations on the connectors, from begin to the supervisor's answer.",
+            ["operation"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.connector_restarts = Counter(
+            "servo_connector_restarts",
+            "Connector processes killed and started fresh, by connector and reason.",
+            ["connector", "reason"],
+            registry=r,
+        )
+        self.processes_alive = Gauge(
+            "servo_connector_processes_alive", "Connector processes running now.", registry=r
+        )
+        self.connectors_configured = Gauge(
+            "servo_connectors_configured", "Connectors in the running configuration.", registry=r
+        )
+        self.escalations = Counter(
+            "servo_restart_intensity_escalations",
+            "Times the supervisor gave up: more than max_restarts within period.",
+            ["connector"],
+            registry=r,
+        )
+        self.microreboots = Counter(
+            "servo_microreboots",
+            "Fresh actor systems started after the supervisor, admin or logger was lost.",
+            registry=r,
+        )
+        self.optimizer_requests = Counter(
+            "servo_optimizer_requests",
+            "Requests to the optimizer, by event and HTTP status (or timeout, connection-error, error).",
+            ["event", "status"],
+            registry=r,
+        )
+        self.optimizer_retries = Counter(
+            "servo_optimizer_retries", "Backoff waits before a request was retried.", ["event"], registry=r
+        )
+        self.optimizer_backoff = Counter(
+            "servo_optimizer_backoff_seconds",
+            "Seconds spent waiting before retrying a request.",
+            ["event"],
+            registry=r,
+        )
+        self.last_poll = Gauge(
+            "servo_last_successful_poll_timestamp_seconds",
+            "Unix time at which WHATS_NEXT last brought a command (0: never).",
+            registry=r,
+        )
+        self.healthy = Gauge("servo_healthy", "1 while /healthz answers 200.", registry=r)
+        self.ready = Gauge("servo_ready", "1 while /readyz answers 200.", registry=r)
+        Info("servo_build", "The servo's version and what it runs on.", registry=r).info(
+            {"version": __version__, "python": platform.python_version(), "thespian": _thespian_version()}
+        )
+        # Series that exist from the start, at 0: rate() and increase() see their first step.
+        for cmd in COMMANDS:
+            self.commands_received.labels(cmd)
+        for kind in CANCEL_KINDS:
+            self.cancels.labels(kind)
+        for operation in OPERATIONS:
+            self.operation_duration.labels(operation)
+        for event in EVENTS:
+            self.optimizer_requests.labels(event, "200")
+            self.optimizer_retries.labels(event)
+            self.optimizer_backoff.labels(event)
+
+    def connectors(self, names: Iterable[str]) -> None:
+        """The configured connectors: their restart and escalation series exist from now, at 0."""
+        names = list(names)
+        self.connectors_configured.set(len(names))
+        for name in names:
+            self.escalations.labels(name)
+            for reason in RESTART_REASONS:
+                self.connector_restarts.labels(name, reason)
+
+    def polled(self) -> None:
+        self.last_poll.set(self._wall_clock())
+
+
+__all__ = ["CANCEL_KINDS", "COMMANDS", "RESTART_REASONS", "ServoMetrics"]
