@@ -15,7 +15,8 @@ anyway, and this ledger reads them (pure: no I/O, no clock; one call per message
 A child whose ``restarts`` grew crashed that many times (reason ``crash``). A child with a new
 generation was also restarted by its deadline (``deadline``) if one is pending, and by a cancel
 in flight (``cancel``); with neither nor a crash, because a sibling crashed (``crash``, strategies
-one_for_all/rest_for_one). Listings come at least every ``liveness.interval`` and with every
+one_for_all/rest_for_one), or, for a connector placed on member systems, because its host was lost
+(``host-lost``: never a crash there, as the supervisor counts none). Listings come at least every ``liveness.interval`` and with every
 cancel's answer, so restarts of one connector rarely fall between two of them; when they do,
 each cause is counted once (a cancel that catches a deadline's kill before its respawn would be
 counted as a second restart: the deadline's respawn takes milliseconds, a cancel a round trip).
@@ -64,8 +65,13 @@ class RestartLedger:
         self._cancelling = False
 
     def connector_pids(self) -> list[int]:
-        """PIDs of the connector processes in the latest listing (some may have exited since)."""
-        return [child.pid for child in self._latest if child.pid is not None and child.state != "down"]
+        """PIDs of this host's connector processes in the latest listing (some may have exited
+        since); a connector on a member system (``where``) has a PID of that host, not listed."""
+        return [
+            child.pid
+            for child in self._latest
+            if child.pid is not None and child.state != "down" and getattr(child, "where", None) is None
+        ]
 
     def reset(self, reason: str | None = None) -> None:
         """A fresh supervisor (start, microreboot): forget every generation. With ``reason``, each
@@ -131,7 +137,10 @@ class RestartLedger:
             if self._cancelling:
                 self._on_restart(name, "cancel", child.generation, child.pid)
                 explained = True
-            if not explained:
+            if not explained and getattr(child, "where", None) is not None:
+                # Placed on member systems: restarted without a crash because its host was lost.
+                self._on_restart(name, "host-lost", child.generation, child.pid)
+            elif not explained:
                 self._unexplained[name] = child
         self._latest = children
 

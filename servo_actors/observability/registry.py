@@ -11,7 +11,7 @@ The names are a contract (README "Monitoring", the alerting rules in ``deploy/pr
 ``servo_operation_duration_seconds{operation}``        histogram: describe/measure/adjust/check,
                                                        begin to the supervisor's answer
 ``servo_connector_restarts_total{connector,reason}``   ``cancel``, ``deadline``, ``crash``,
-                                                       ``reload``, ``microreboot``
+                                                       ``reload``, ``microreboot``, ``host-lost``
 ``servo_connector_processes_alive``                    connector processes running now
 ``servo_connectors_configured``                        connectors in the configuration
 ``servo_restart_intensity_escalations_total``          the supervisor gave up (``{connector}``)

@@ -138,3 +138,14 @@ def test_placement_events_in_any_order_never_escalate_and_every_operation_is_ans
     assert world.escalations == [] and world.rules.failure is None
     for op in ops:
         assert len(world.answers[op]) == 1, (op, world.answers[op])
+
+
+def test_the_restart_ledger_counts_a_placed_child_respawned_without_a_crash_as_host_lost() -> None:
+    from servo_actors.actors.restart_ledger import RestartLedger
+
+    seen: list[tuple] = []
+    ledger = RestartLedger(lambda *event: seen.append(event), lambda *event: seen.append(event))
+    ledger.seen(m.Ready("r", (m.ChildStatus("load", "ready", 4242, 1, 0, "10.0.0.7:1901"),), 1, 1))
+    assert ledger.connector_pids() == []  # a PID of the member host, not of this one
+    ledger.seen(m.Status("s", (m.ChildStatus("load", "ready", 4343, 3, 0, "10.0.0.8:1901"),), 1, 1, None))
+    assert seen == [("load", "host-lost", 3, 4343)]
