@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from servo_actors.optimizer.gp import GaussianProcess, squared_differences
-from servo_actors.optimizer.space import _ENUM_SCALE, Parameter, SearchSpace, Settings
+from servo_actors.optimizer.space import ENUM_SCALE, Parameter, SearchSpace, Settings
 
 MODEL_TRIALS = 48
 """At most this many trials, the nearest to the best one, are modelled: a fit costs O(n^3)."""
@@ -143,14 +143,14 @@ def _grid(space: SearchSpace) -> Grid:
     for p in parameters:
         if p.kind == "enum":
             choices = tuple(p.values)
-            table = np.eye(len(choices)) * _ENUM_SCALE
+            table = np.eye(len(choices)) * ENUM_SCALE
             unit = np.zeros(0)
         else:
             points = p.grid_points
             if points is None:
                 choices = tuple(p.from_unit(i / (CONTINUOUS_POINTS - 1)) for i in range(CONTINUOUS_POINTS))
             else:
-                choices = tuple(p._at(i) for i in range(points))
+                choices = tuple(p.value_at(i) for i in range(points))
             unit = np.array([p.unit(v) for v in choices])
             table = unit[:, None]
         values.append(choices)
