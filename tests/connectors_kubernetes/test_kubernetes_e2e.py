@@ -42,6 +42,7 @@ def test_a_plan_optimizes_the_deployment(cluster, servo, optimizer, kit) -> None
             "measure": {"duration": "1s"},
             "objective": {"minimize": "web.ready_replicas"},
             "sleep": 1,
+            "confirm": {"repeats": 0},  # the commands counted below are the search's own
         }
     )
     server = optimizer(driver)

@@ -51,6 +51,7 @@ def test_full_optimization_follows_the_protocol(servo, optimizer, kit) -> None:
             "measure": {"duration": "20s"},
             "objective": {"minimize": "cost", "constraints": ["p99_latency <= 250"]},
             "sleep": 1,
+            "confirm": {"repeats": 0},  # the commands counted below are the search's own
         }
     )
     server = optimizer(driver)
@@ -182,6 +183,7 @@ def test_optimizer_restart_without_its_state_mid_run(servo, optimizer, kit, tmp_
         "measure": {"duration": "20s"},
         "objective": {"minimize": "cost"},
         "sleep": 1,
+        "confirm": {"repeats": 0},  # the commands counted below are the search's own
     }
     state_file = tmp_path / "optimizer-state.json"
     first = SearchDriver.from_plan(plan, state_file)
