@@ -87,7 +87,9 @@ class Grid:
         return row
 
     def settings(self, space: SearchSpace, index: np.ndarray) -> Settings:
-        changes = {p.label: values[int(i)] for p, values, i in zip(self.parameters, self.values, index, strict=True)}
+        changes = {
+            p.label: values[int(i)] for p, values, i in zip(self.parameters, self.values, index, strict=True)
+        }
         return space.replace(space.current(), changes)
 
     def keys(self, index: np.ndarray) -> np.ndarray:
@@ -120,7 +122,9 @@ class Grid:
                     rows.append(pair)
         return np.array(rows, dtype=np.int64).reshape(-1, len(center))
 
-    def near(self, generator: np.random.Generator, center: np.ndarray, radius: float, count: int) -> np.ndarray:
+    def near(
+        self, generator: np.random.Generator, center: np.ndarray, radius: float, count: int
+    ) -> np.ndarray:
         """Random rows within ``radius`` (unit coordinates) of ``center``; enums change with probability 1/3."""
         columns = []
         for k, p in enumerate(self.parameters):
@@ -216,11 +220,22 @@ def propose_by_model(space: SearchSpace, trials: Sequence[ModelTrial], rng: rand
     scale = np.log if log_scale else (lambda v: np.asarray(v, dtype=float))
     worst = float(np.max(scale(np.array(known))))
     objective = np.array(
-        [float(scale(t.objective)) if t.objective is not None and math.isfinite(t.objective) else worst for t in trials]
+        [
+            float(scale(t.objective)) if t.objective is not None and math.isfinite(t.objective) else worst
+            for t in trials
+        ]
     )
     count = max(len(t.margins) for t in trials)
     margins = np.array(
-        [[min(max(t.margins[j], -MARGIN_CAP), MARGIN_CAP) if j < len(t.margins) and not math.isnan(t.margins[j]) else MARGIN_CAP for j in range(count)] for t in trials]
+        [
+            [
+                min(max(t.margins[j], -MARGIN_CAP), MARGIN_CAP)
+                if j < len(t.margins) and not math.isnan(t.margins[j])
+                else MARGIN_CAP
+                for j in range(count)
+            ]
+            for t in trials
+        ]
     ).reshape(len(trials), count)
     models = [GaussianProcess.fit(x, objective, grid.groups)]
     models += [GaussianProcess.fit(x, margins[:, j], grid.groups) for j in range(count)]
@@ -228,7 +243,9 @@ def propose_by_model(space: SearchSpace, trials: Sequence[ModelTrial], rng: rand
         return None
 
     feasible = [i for i, t in enumerate(trials) if t.feasible and t.objective is not None]
-    order = sorted(feasible, key=lambda i: objective[i]) or sorted(range(len(trials)), key=lambda i: margins[i].max(initial=0.0))
+    order = sorted(feasible, key=lambda i: objective[i]) or sorted(
+        range(len(trials)), key=lambda i: margins[i].max(initial=0.0)
+    )
     candidates = []
     for i in order[:LOCAL_CENTERS]:
         candidates.append(grid.steps_from(tried_index[i]))

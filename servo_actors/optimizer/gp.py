@@ -115,7 +115,9 @@ class GaussianProcess:
         return 1.0 / self.inverse_scales
 
     @classmethod
-    def fit(cls, x: np.ndarray, y: Sequence[float], groups: Sequence[Sequence[int]]) -> GaussianProcess | None:
+    def fit(
+        cls, x: np.ndarray, y: Sequence[float], groups: Sequence[Sequence[int]]
+    ) -> GaussianProcess | None:
         """Fit on rows ``x`` (n, d) and values ``y``; ``groups`` lists the columns sharing a length
         scale. None with fewer than two points."""
         x = np.asarray(x, dtype=float)
