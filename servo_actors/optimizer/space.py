@@ -27,7 +27,7 @@ LOG_SCALE_RATIO = 4.0
 # A continuous range's neighbours are this far away, in unit coordinates.
 CONTINUOUS_NEIGHBOUR = 0.05
 # Each enum indicator is scaled by this, so that two different values are 1 apart.
-_ENUM_SCALE = math.sqrt(0.5)
+ENUM_SCALE = math.sqrt(0.5)
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class Parameter:
         if points is None:
             return min(max(float(value), self.minimum), self.maximum)
         index = min(max(round((value - self.minimum) / self.step), 0), points - 1)
-        return self._at(index)
+        return self.value_at(index)
 
     def snap_or_lowest(self, value: Any) -> Any:
         """``snap(value)``, or the lowest allowed value when ``value`` cannot be snapped."""
@@ -109,7 +109,7 @@ class Parameter:
         points = self.grid_points
         if points is None:
             return rng.uniform(self.minimum, self.maximum)
-        return self._at(rng.randrange(points))
+        return self.value_at(rng.randrange(points))
 
     def unit(self, value: Any) -> float:
         """Where a (snapped) range value lies in [0, 1]: linearly, or logarithmically for ``log_scale``."""
@@ -141,7 +141,7 @@ class Parameter:
         index = math.floor(exact)
         if rng.random() < exact - index:
             index += 1
-        return self._at(min(max(index, 0), points - 1))
+        return self.value_at(min(max(index, 0), points - 1))
 
     def neighbours(self, value: Any) -> list[Any]:
         """The values next to ``value``: one grid step either side, or every other enum value."""
@@ -154,9 +154,10 @@ class Parameter:
             )
             return [v for v in around if v != value]
         index = self._index(value)
-        return [self._at(i) for i in (index - 1, index + 1) if 0 <= i < points]
+        return [self.value_at(i) for i in (index - 1, index + 1) if 0 <= i < points]
 
-    def _at(self, index: int) -> Any:
+    def value_at(self, index: int) -> Any:
+        """The value at grid ``index`` of a stepped range (0 is the minimum)."""
         if self._integral:
             return int(self.minimum + index * self.step)
         return round(self.minimum + index * self.step, GRID_DECIMALS)
@@ -262,7 +263,7 @@ class SearchSpace:
         for p in self.free:
             value = settings[p.component][p.name]
             if p.kind == "enum":
-                row.extend(_ENUM_SCALE if value == v else 0.0 for v in p.values)
+                row.extend(ENUM_SCALE if value == v else 0.0 for v in p.values)
             else:
                 row.append(p.unit(value))
         return row

@@ -77,6 +77,11 @@ def test_with_the_token_abort_cancels_only_its_own_application(browser, server):
     browser.open(server.url + "/#admin-token=" + ADMIN_TOKEN)
     browser.wait_for("document.querySelectorAll('section.app').length === 2", PAGE_TIMEOUT)
     browser.wait_for(f'!document.querySelector("{section(APPS[1])} .abort").hidden', PAGE_TIMEOUT)
+    # Charts are drawn after the first states arrive and push the sections down: wait for them, so
+    # the buttons no longer move between finding one and clicking it.
+    for app in APPS:
+        chart = f"{section(app)} .charts svg[data-chart='objective']"
+        browser.wait_for(f"document.querySelector({json.dumps(chart)}) !== null", PAGE_TIMEOUT)
     assert browser.evaluate("location.hash") == ""  # the token does not stay in the address bar
     assert not visible(browser, "#admin")
     press(browser, f"{section(APPS[1])} .abort")

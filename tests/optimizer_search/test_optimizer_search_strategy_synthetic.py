@@ -1,18 +1,20 @@
-"""The strategy against random sampling on the project's synthetic application.
+"""The strategy against random sampling on the project's synthetic application: a seeded regression test.
 
 The problem is the demo's: minimize cost subject to p99_latency <= 250 and error_rate <= 0.01 on
 ``SyntheticModel(seed)`` (servo_actors/connectors/synthetic.py), each evaluation one noisy
 reading, step 0 the described values. Each seed's optimum is found here by grid search over all
 28,830 settings (noise-free). Both searches get the same budget and the same noise; proposal n
-uses ``random.Random(f"{seed}/{n}")`` as the driver does. One 20-evaluation run per seed also
+uses ``random.Random(f"{seed}/{n}")`` as the driver does. One 32-evaluation run per seed also
 gives the 16-evaluation result (baseline + the demo's 15 steps): a proposal depends only on the
-history before it.
+history before it. The best is the cheapest step that *looked* feasible (scripts/bench_search.py
+measures the same, with timings and Optuna beside it; BENCHMARKS.md has the table).
 
-Measured when written (12 seeds): mean best feasible cost 0.0944 $/h, 1.100 times each seed's
-optimum, at 16 evaluations and at 20 (the last four never improved); random sampling 0.1056,
-1.234 times, rarely beating the described values. Better than random on 11 seeds, equal on 1
-(neither beat the described values), worse on none. 28 % (16) and 26 % (20) of the proposals
-after the initial design infeasible. Over 48 seeds: 1.119 and 1.112, 30 % and 26 % infeasible.
+Measured when written (20 seeds): 1.067 times each seed's optimum at 16 evaluations, 1.021 at
+32 (the trust-region strategy alone: 1.106 and 1.091; random sampling 1.270 and 1.266). The
+model-based proposals (acquisition.py) probe the constraint's boundary: about 60 % of the
+proposals after the initial design read infeasible, most of them by a few percent (confirmation,
+confirm.py, keeps such a step from being recommended). Bounds here are generous: they catch a
+search that broke, not a small drift; no wall-clock assertion.
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ from servo_actors.optimizer.strategy import StrategyOptions, Trial, constraint_m
 
 from .conftest import ServoSimulator
 
-SEEDS = range(12)
-BUDGET = 20  # evaluations, the baseline included
+SEEDS = range(20)
+BUDGET = 32  # evaluations, the baseline included
 DEMO_BUDGET = 16  # the baseline and the demo's 15 steps
 CONSTRAINTS = (("p99_latency", "<=", 250.0), ("error_rate", "<=", 0.01))
 NOISE = 0.05  # relative noise of one reading (the model's default)
@@ -70,6 +72,7 @@ class Run:
 
     costs: list[float]
     feasible: list[bool]
+    violations: list[float]
 
     def best(self, budget: int) -> float:
         return min(
@@ -82,13 +85,18 @@ class Run:
         later = self.feasible[INITIAL_SAMPLES:budget]
         return sum(not ok for ok in later) / len(later)
 
+    def far_share(self, budget: int) -> float:
+        """The share of proposals after the initial design twice or more over some bound."""
+        later = self.violations[INITIAL_SAMPLES:budget]
+        return sum(v >= 1.0 for v in later) / len(later)
+
 
 def search(seed: int, choose) -> Run:
     model = SyntheticModel(seed=seed, noise=NOISE)
     noise = random.Random(f"noise/{seed}")
     space = SearchSpace.from_components(model.components())
     history: list[Trial] = []
-    costs, feasible = [], []
+    costs, feasible, violations = [], [], []
     for n in range(BUDGET):
         settings = space.current() if n == 0 else choose(space, history, random.Random(f"{seed}/{n}"))
         metrics = model.evaluate(settings["web"], noise)
@@ -97,7 +105,8 @@ def search(seed: int, choose) -> Run:
         history.append(Trial(settings, metrics["cost"], violation, margins=margins))
         costs.append(metrics["cost"])
         feasible.append(violation == 0)
-    return Run(costs, feasible)
+        violations.append(violation)
+    return Run(costs, feasible, violations)
 
 
 def random_sampling(space: SearchSpace, history: list[Trial], rng: random.Random) -> dict[str, Any]:
@@ -124,9 +133,9 @@ def test_it_gets_within_about_ten_percent_of_each_seeds_optimum(results, budget)
     ratios = _ratios(results, "strategy", budget)
     print(f"\nbudget {budget}: best / optimum per seed", [round(r, 3) for r in ratios])
     assert all(math.isfinite(r) for r in ratios), ratios
-    # Measured 1.100 at both budgets; the worst seed (4) stays at the described values, 1.205.
-    assert statistics.mean(ratios) < 1.12, ratios
-    assert max(ratios) < 1.25, ratios
+    # Measured 1.067 (16) and 1.021 (32); the worst seeds 1.205 and 1.101.
+    assert statistics.mean(ratios) < (1.12 if budget == DEMO_BUDGET else 1.07), ratios
+    assert max(ratios) < 1.3, ratios
 
 
 @pytest.mark.timeout(180)
@@ -139,17 +148,19 @@ def test_it_beats_random_sampling_with_the_same_budget(results, budget):
     assert statistics.mean(strategy) < 0.92 * statistics.mean(sampled), (strategy, sampled)
     wins = sum(s < r for s, r in zip(strategy, sampled, strict=True))
     losses = sum(s > r for s, r in zip(strategy, sampled, strict=True))
-    assert wins >= 10 and losses == 0, (strategy, sampled)
+    assert wins >= 14 and losses <= 2, (strategy, sampled)
 
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("budget", [DEMO_BUDGET, BUDGET])
-def test_most_proposals_after_the_initial_design_are_feasible(results, budget):
+def test_proposals_stay_near_the_feasible_region(results, budget):
     shares = [run.infeasible_share(budget) for run in results["strategy"]]
+    far = [run.far_share(budget) for run in results["strategy"]]
     print(f"\nbudget {budget}: infeasible share per seed", [round(s, 2) for s in shares])
-    # Measured 0.28 (16) and 0.26 (20): an infeasible trial is followed by a step back.
-    assert statistics.mean(shares) < 0.4, shares
-    assert max(shares) <= 0.6, shares
+    print(f"budget {budget}: share twice or more over a bound", [round(s, 2) for s in far])
+    # The boundary is probed (measured ~0.6 infeasible), but rarely far past it.
+    assert statistics.mean(shares) < 0.8, shares
+    assert statistics.mean(far) < 0.3, far
 
 
 @pytest.mark.timeout(120)

@@ -43,6 +43,8 @@ def run_command(post: Any, event: Any, server: Any) -> dict[str, Any]:
         (raw_event("HELLO", "hi"), 400, "param"),
         (raw_event("HELLO", {"no_agent": 1}), 400, "param.agent"),
         (raw_event("GOODBYE", {}), 400, "param.reason"),
+        # Deeper than Python's JSON parser goes: 400, not a RecursionError answered 500.
+        (b"[" * 100_000 + b"]" * 100_000, 400, "nested deeper"),
     ],
 )
 def test_malformed_requests_get_400_json_and_the_server_keeps_serving(

@@ -1,0 +1,175 @@
+"""A Gaussian process in numpy, small and quick: what the search believes about untried settings.
+
+``GaussianProcess.fit(x, y, groups)`` models one output measured at the rows of ``x`` (unit
+coordinates, ``SearchSpace.encode``) as a linear trend (a ridge fit: a setting that helped keeps
+helping past the data) plus a zero-mean process on what the trend leaves, with a Matérn 5/2
+kernel that has one length scale per *group* of columns (a setting; an enum's indicator columns
+share one): automatic relevance, so a setting that barely matters gets a long scale and one with
+a cliff a short one.
+
+Hyperparameters by type-II maximum likelihood on small grids: the signal variance in closed form
+(profiled), the length scales by coordinate ascent over ``LENGTH_SCALES`` (``SWEEPS`` passes over
+the groups), the noise as a fraction of the signal over ``NOISE_RATIOS``. Each candidate costs one
+Cholesky factorization of an n x n matrix, with jitter added until it succeeds; at the tens of
+points a search has, a fit takes about a millisecond and predicting thousands of points less.
+
+``predict(xs)`` gives the posterior mean and standard deviation of the *latent* function (noise
+excluded) at each row of ``xs``, in the output's own units.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+LENGTH_SCALES = (0.1, 0.2, 0.4, 0.8, 1.6, 3.2)
+"""Candidate length scales of each group, in unit coordinates (a range spans 1)."""
+INITIAL_SCALE = 0.4
+NOISE_RATIOS = (1e-4, 1e-2, 0.05, 0.2)
+"""Candidate noise variances, as a fraction of the signal variance."""
+SWEEPS = 2
+"""Passes of coordinate ascent over the groups' length scales."""
+RIDGE = 0.1
+"""Ridge penalty on the trend's slopes (outputs standardized, features within 0-1)."""
+JITTER = 1e-8
+"""Added to the diagonal, growing tenfold, until the Cholesky factorization succeeds."""
+_JITTER_TRIES = 6
+_SQRT5 = np.sqrt(5.0)
+_TINY = 1e-12
+
+
+def matern52(scaled_squared: np.ndarray) -> np.ndarray:
+    """Matérn 5/2 correlation from squared distances already divided by the squared length scales."""
+    r = _SQRT5 * np.sqrt(np.maximum(scaled_squared, 0.0))
+    return (1.0 + r + r * r / 3.0) * np.exp(-r)
+
+
+def squared_differences(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(m, n, d): the squared difference of every row of ``a`` and every row of ``b``, per column."""
+    return (a[:, None, :] - b[None, :, :]) ** 2
+
+
+def _profiled_likelihoods(kernels: np.ndarray, residual: np.ndarray) -> np.ndarray:
+    """Log marginal likelihood (signal variance profiled out) of each of a stack of kernel
+    matrices (k, n, n) for ``residual``; -inf where a matrix is not positive definite."""
+    n = len(residual)
+    try:
+        lower = np.linalg.cholesky(kernels + JITTER * np.eye(n))
+    except np.linalg.LinAlgError:
+        return np.array([_one_likelihood(kernel, residual) for kernel in kernels])
+    solved = np.linalg.solve(lower, np.broadcast_to(residual[:, None], (len(kernels), n, 1)))[..., 0]
+    variance = np.maximum((solved * solved).sum(axis=1) / n, _TINY)
+    log_determinant = np.log(np.diagonal(lower, axis1=1, axis2=2)).sum(axis=1)
+    return -0.5 * n * np.log(variance) - log_determinant
+
+
+def _one_likelihood(kernel: np.ndarray, residual: np.ndarray) -> float:
+    lower = _cholesky(kernel)
+    if lower is None:
+        return -np.inf
+    solved = np.linalg.solve(lower, residual)
+    variance = max(float(solved @ solved) / len(residual), _TINY)
+    return -0.5 * len(residual) * np.log(variance) - float(np.log(np.diag(lower)).sum())
+
+
+def _cholesky(matrix: np.ndarray) -> np.ndarray | None:
+    jitter = JITTER
+    eye = np.eye(len(matrix))
+    for _ in range(_JITTER_TRIES):
+        try:
+            return np.linalg.cholesky(matrix + jitter * eye)
+        except np.linalg.LinAlgError:
+            jitter *= 10.0
+    return None
+
+
+def _trend(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Ridge coefficients of [1, x] (intercept not penalized)."""
+    rows = np.hstack([np.ones((len(x), 1)), x])
+    penalty = RIDGE * np.eye(rows.shape[1])
+    penalty[0, 0] = 0.0
+    try:
+        return np.linalg.solve(rows.T @ rows + penalty, rows.T @ y)
+    except np.linalg.LinAlgError:
+        return np.concatenate([[y.mean()], np.zeros(x.shape[1])])
+
+
+@dataclass(frozen=True)
+class GaussianProcess:
+    """A fitted process; build it with ``fit``."""
+
+    x: np.ndarray
+    inverse_scales: np.ndarray  # per column: 1 / its group's length scale
+    center: float
+    spread: float
+    trend: np.ndarray
+    alpha: np.ndarray  # K^-1 (residual)
+    lower_inverse: np.ndarray  # L^-1
+    variance: float  # signal variance, standardized units
+    noise: float  # noise ratio chosen
+
+    @property
+    def length_scales(self) -> np.ndarray:
+        return 1.0 / self.inverse_scales
+
+    @classmethod
+    def fit(
+        cls, x: np.ndarray, y: Sequence[float], groups: Sequence[Sequence[int]]
+    ) -> GaussianProcess | None:
+        """Fit on rows ``x`` (n, d) and values ``y``; ``groups`` lists the columns sharing a length
+        scale. None with fewer than two points."""
+        x = np.asarray(x, dtype=float)
+        values = np.asarray(y, dtype=float)
+        n = len(values)
+        if n < 2:
+            return None
+        center = float(values.mean())
+        spread = float(values.std()) or 1.0
+        standard = (values - center) / spread
+        trend = _trend(x, standard)
+        residual = standard - (trend[0] + x @ trend[1:])
+        differences = (x[:, None, :] - x[None, :, :]) ** 2  # (n, n, d)
+        per_group = np.stack([differences[:, :, list(columns)].sum(axis=2) for columns in groups])
+        scales = np.full(len(groups), INITIAL_SCALE)
+        noise = NOISE_RATIOS[1]
+        eye = np.eye(n)
+        candidates = np.array(LENGTH_SCALES)
+        ratios = np.array(NOISE_RATIOS)
+        # Coordinate ascent; each step scores all the values of one coordinate in one batch.
+        for _ in range(SWEEPS):
+            for g in range(len(groups)):
+                others = np.tensordot(1.0 / scales**2, per_group, axes=1) - per_group[g] / scales[g] ** 2
+                squared = others[None] + per_group[g][None] / (candidates**2)[:, None, None]
+                scores = _profiled_likelihoods(matern52(squared) + noise * eye, residual)
+                scales[g] = candidates[int(np.argmax(scores))]
+            correlation = matern52(np.tensordot(1.0 / scales**2, per_group, axes=1))
+            scores = _profiled_likelihoods(correlation[None] + ratios[:, None, None] * eye, residual)
+            noise = float(ratios[int(np.argmax(scores))])
+        inverse_scales = np.zeros(x.shape[1])
+        for columns, scale in zip(groups, scales, strict=True):
+            inverse_scales[list(columns)] = 1.0 / scale
+        lower = _cholesky(matern52(np.tensordot(1.0 / scales**2, per_group, axes=1)) + noise * eye)
+        if lower is None:
+            return None
+        lower_inverse = np.linalg.inv(lower)
+        alpha = lower_inverse.T @ (lower_inverse @ residual)
+        variance = max(float(residual @ alpha) / n, _TINY)
+        return cls(x, inverse_scales, center, spread, trend, alpha, lower_inverse, variance, noise)
+
+    def predict(self, xs: np.ndarray, per_column: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and standard deviation of the latent function at each row of ``xs``.
+
+        ``per_column`` may give ``squared_differences(xs, x)``, shared by several processes fitted
+        on the same points (it is most of the work for thousands of rows).
+        """
+        xs = np.asarray(xs, dtype=float)
+        if per_column is None:
+            per_column = squared_differences(xs, self.x)
+        cross = matern52(np.einsum("mnd,d->mn", per_column, self.inverse_scales**2))  # (m, n)
+        mean = self.trend[0] + xs @ self.trend[1:] + cross @ self.alpha
+        whitened = np.einsum("ij,mj->im", self.lower_inverse, cross)  # (n, m); einsum: no BLAS threads
+        latent = np.maximum(1.0 - (whitened * whitened).sum(axis=0), _TINY)
+        sd = np.sqrt(self.variance * latent)
+        return self.center + self.spread * mean, self.spread * sd
