@@ -10,6 +10,7 @@ MEASURE or ADJUST, to show crash-only recovery live.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import select
 import signal
@@ -162,7 +163,74 @@ def _run_servo(url: str, options: DemoOptions, echo: Callable[[str], None]) -> i
         return 1
     metrics = ", ".join(f"{k}={_num(v)}" for k, v in sorted(best["metrics"].items()))
     echo(f"best: step {best['step']}: {_settings_text(best['settings'])}  ({metrics})")
+    for line in summary_lines(final):
+        echo(line)
     return 0 if final["phase"] == "done" else 1
+
+
+def summary_lines(driver_state: dict[str, Any]) -> list[str]:
+    """The demo's closing summary: baseline against recommendation, per setting and per metric.
+
+    ``driver_state`` is ``/admin/state``'s ``driver`` part. The recommendation's metrics are the
+    means of its readings; each constraint is shown with its standard error and reading count.
+    Improvement is in percent of the baseline, positive when the recommendation is better: lower
+    for a minimized objective, higher for a maximized one. Metrics that are neither the objective
+    nor constrained show their change only.
+    """
+    best = driver_state.get("best")
+    baseline = next((s for s in driver_state.get("steps", []) if s.get("n") == 0), None)
+    if not best or not baseline or baseline.get("status") != "ok":
+        return ["summary: no baseline reading and recommendation to compare"]
+    plan = driver_state.get("plan", {})
+    objective = plan.get("objective", {})
+    sense = "minimize" if "minimize" in objective else "maximize"
+    target = objective.get(sense)
+    label = "" if best.get("confirmed") else "NOT CONFIRMED, "
+    lines = [
+        f"summary: baseline (step 0) -> recommendation (step {best['step']}: {label}{best.get('note', '')})"
+    ]
+    flat_base, flat_best = _flat(baseline.get("settings") or {}), _flat(best.get("settings") or {})
+    changes = [
+        f"{k} {_num(flat_base.get(k))} -> {_num(v)}" for k, v in flat_best.items() if flat_base.get(k) != v
+    ]
+    lines.append("  settings: " + (", ".join(changes) if changes else "unchanged"))
+    limits: dict[str, list[str]] = {}
+    for judged in best.get("constraints") or []:
+        metric = str(judged["constraint"]).split()[0]
+        limits.setdefault(metric, []).append(str(judged["constraint"]).split(" ", 1)[1])
+    names = [target] + sorted(n for n in best.get("metrics", {}) if n != target)
+    lines.append(f"  {'metric':<16}{'baseline':>12}{'recommended':>14}{'change':>10}   note")
+    for name in names:
+        before, after = baseline.get("metrics", {}).get(name), best.get("metrics", {}).get(name)
+        if before is None or after is None:
+            continue
+        change = (after - before) / abs(before) * 100 if before else math.nan
+        shown = f"{change:+.1f} %" if math.isfinite(change) else "-"
+        if name == target:
+            better = -change if sense == "minimize" else change
+            note = f"objective ({sense}): {better:.1f} % better" if math.isfinite(better) else "objective"
+            if math.isfinite(better) and better < 0:
+                note = f"objective ({sense}): {-better:.1f} % worse"
+        elif name in limits:
+            note = "limit " + ", ".join(limits[name])
+        else:
+            note = ""
+        lines.append(f"  {name:<16}{_num(before):>12}{_num(after):>14}{shown:>10}   {note}".rstrip())
+    for judged in best.get("constraints") or []:
+        spread = judged.get("uncertainty")
+        value = _num(judged.get("value")) + (f" ± {spread:.2g}" if spread is not None else "")
+        verdict = "holds with margin" if judged.get("met_with_margin") else "does NOT hold with margin"
+        lines.append(f"  {judged['constraint']}: {value} ({judged.get('readings')} readings) {verdict}")
+    return lines
+
+
+def _flat(settings: dict[str, Any]) -> dict[str, Any]:
+    return {
+        f"{component}.{name}": value
+        for component, values in settings.items()
+        if isinstance(values, dict)
+        for name, value in values.items()
+    }
 
 
 def _described(detail: dict[str, Any]) -> dict[str, Any]:
@@ -177,6 +245,8 @@ def _described(detail: dict[str, Any]) -> dict[str, Any]:
 def _step_line(step: dict[str, Any]) -> str:
     metrics = step.get("metrics") or {}
     shown = " ".join(f"{k}={_num(metrics[k])}" for k in ("cost", "p99_latency", "error_rate") if k in metrics)
+    if step.get("confirms") is not None:
+        shown += f"  [confirming step {step['confirms']}]"
     mark = (
         "feasible"
         if step.get("feasible")

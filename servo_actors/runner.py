@@ -7,8 +7,16 @@
 
 The loop itself is small; the pieces it leans on live elsewhere: ``OptimizerClient`` (HTTP and
 retries), ``ServoRuntime`` (the supervised connectors), ``ProgressSchedule`` (when to post
-progress, what percentage), ``SignalWatcher`` (SIGTERM/SIGINT/SIGHUP) and ``results`` below (an
-operation's result as a wire event).
+progress, what percentage), ``ProgressLane`` (progress posts off the loop, one in flight, every
+reply read), ``SignalWatcher`` (SIGTERM/SIGINT/SIGHUP) and ``results`` below (an operation's result
+as a wire event).
+
+Every request to the optimizer runs on a worker while the loop ticks the watchdog every
+``TICK_INTERVAL`` (``runtime.poll``): a supervisor that dies while the optimizer is slow to answer
+WHATS_NEXT (or HELLO) is noticed and microrebooted within the watchdog's bound, not once the request
+returns. Progress replies are never dropped: an operation's result goes out only after its open
+progress post is answered, so a ``cancel`` answered to that post wins and the command gets exactly
+one result (``cancelled``).
 
 Cancellation is crash-only: whatever the optimizer answers that ends a running operation
 (``cancel``, ``unexpected-event``, ``invalid``) makes the supervisor kill every connector and start
@@ -27,7 +35,9 @@ import logging
 import platform
 import time
 from collections.abc import Callable
-from typing import Any
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_for_future
+from typing import Any, TypeVar
 
 from servo_actors import USER_AGENT, __version__, observability
 from servo_actors.actors import Operation, OperationResult, ServoRuntime
@@ -53,6 +63,7 @@ from servo_actors.protocol.models import (
     measurement_result,
     progress_param,
 )
+from servo_actors.protocol.progress_lane import ProgressLane, in_background
 from servo_actors.protocol.statuses import reason_word
 from servo_actors.signals import SignalWatcher, StopRequested
 
@@ -60,11 +71,21 @@ log = logging.getLogger(__name__)
 
 WAIT_SLICE = 0.1
 """Longest the loop waits on an operation before it looks at signals again (seconds)."""
+REPLY_CHECK_FIRST = 0.002
+"""While a progress post is open, the loop looks for its reply after this long, then twice as long
+each time up to ``WAIT_SLICE``: a ``cancel`` from a prompt optimizer is acted on within a few ms,
+and a slow one costs a handful of wakeups (the operation's wait cannot be woken by the reply)."""
 KILL_CONFIRM_WAIT = 1.0
 """Longest the loop waits, after a cancel, for the supervisor to confirm the kills went out."""
 SLEEP_SLICE = 0.25
 """Longest a SLEEP waits before it looks for a SIGHUP reload and at the actor system's health (a
 stop ends it at once)."""
+TICK_INTERVAL = 0.25
+"""Longest the loop waits on a request to the optimizer (HELLO, WHATS_NEXT, a result, the open
+progress post) before it ticks the watchdog again: a lost actor system is noticed within this plus
+the watchdog's own bound (``supervisor.liveness``), however long the optimizer takes."""
+
+_T = TypeVar("_T")
 
 Observer = Callable[[str, dict[str, Any]], None]
 """``observer(what, detail)``: told of each command and result, for ``demo`` and tests."""
@@ -163,7 +184,8 @@ class Runner:
 
     def _serve(self) -> int:
         assert self.client is not None and self.runtime is not None
-        self.client.hello(telemetry(self.config))
+        client = self.client
+        self._await_optimizer(lambda: client.hello(telemetry(self.config)), heal=True)
         try:
             while not self.signals.stop.is_set():
                 try:
@@ -173,7 +195,7 @@ class Runner:
                     failure = self.runtime.failure
                     if failure is not None:
                         raise failure
-                    command = self.client.whats_next()
+                    command = self._await_optimizer(self.client.whats_next, heal=True)
                     if command is None:  # stopped while polling
                         break
                     self._dispatch(command)
@@ -257,41 +279,57 @@ class Runner:
             op = self.runtime.begin(operation, **params)
         except SupervisorLost as exc:
             # Lost between commands and not yet rebooted: this command fails; the loop heals next.
-            self.client.post_result(
+            self._post_result(
                 event,
                 failure_result(event, command.cmd_uid, status="failed", reason=LOST_REASON, message=str(exc)),
             )
             return
+        client = self.client
+        lane = ProgressLane(lambda param: client.post_progress(event, param)) if progress else None
         schedule = ProgressSchedule(time.monotonic(), expected, self.config.settings.progress_interval)
+        reply_check = REPLY_CHECK_FIRST
         while True:
-            wait = min(WAIT_SLICE, max(0.0, schedule.next_due - time.monotonic())) if progress else WAIT_SLICE
+            if lane is not None and lane.busy:
+                wait, reply_check = reply_check, min(2 * reply_check, WAIT_SLICE)
+            elif lane is not None:
+                wait = min(WAIT_SLICE, max(0.0, schedule.next_due - time.monotonic()))
+            else:
+                wait = WAIT_SLICE
             result = self.runtime.wait(op, timeout=wait)
+            verdict = lane.verdict() if lane is not None else None
+            if verdict is not None:
+                # The optimizer's answer to a progress post ends the command, even one that has just
+                # finished: its result is not posted, the cancellation is.
+                self._abandon(command, op, event, verdict)
+                return
             if result is not None:
                 break
             if self.signals.stop.is_set():
                 raise StopRequested(self.signals.stop_signal or "stop")
             now = time.monotonic()
-            if progress and schedule.due(now):
-                percent = schedule.percent(now, op.progress)
-                reply = self.client.post_progress(
-                    event,
+            if lane is not None and schedule.due(now) and not lane.busy:
+                # One post in flight at most: a heartbeat due meanwhile goes out once it is answered.
+                lane.offer(
                     progress_param(
                         command.cmd_uid,
-                        progress=percent,
+                        progress=schedule.percent(now, op.progress),
                         runtime=schedule.runtime(now),
                         message=op.message or None,
-                    ),
+                    )
                 )
-                schedule.sent(time.monotonic())
-                if reply is not None and reply.status != "ok":
-                    self._abandon(command, op, event, reply)
-                    return
+                schedule.sent(now)
+                reply_check = REPLY_CHECK_FIRST
+        if lane is not None:
+            verdict = self._settle(lane)
+            if verdict is not None:
+                self._abandon(command, op, event, verdict)
+                return
         described = None
         if operation == "describe" and result.ok:
             self._described_metrics = dict(result.data.get("metrics") or {})
         elif operation == "adjust" and result.ok:
             described = self._measurement_metrics()
-        reply = self.client.post_result(
+        reply = self._post_result(
             event, result_param(event, command, result, params.get("metrics"), described)
         )
         if reply is not None and reply.status == "cancel":
@@ -338,7 +376,7 @@ class Runner:
         self._notify("cancelled", {"cmd": command.cmd, "cmd_uid": command.cmd_uid, "status": reply.status})
         if reply.status == "cancel":
             reason, message = _cancel_reason(reply)
-            self.client.post_result(
+            self._post_result(
                 event,
                 failure_result(event, command.cmd_uid, status="cancelled", reason=reason, message=message),
             )
@@ -346,6 +384,49 @@ class Runner:
         # Either way the next command is taken only by fresh connectors.
         if not self.runtime.finish_cancel(request, stop=self.signals.stop):
             raise StopRequested(self._stop_name())
+
+    def _settle(self, lane: ProgressLane) -> OptimizerStatus | None:
+        """Before a result goes out, the progress post still open is answered (within the client's
+        ``timeouts.connect + timeouts.read``): a ``cancel`` in that answer is the command's outcome."""
+        post = lane.open_post
+        if post is not None:
+            self._wait_ticking(post, heal=False)
+        if self.signals.stop.is_set():
+            raise StopRequested(self._stop_name())
+        return lane.verdict()
+
+    def _post_result(self, event: str, param: dict[str, Any]) -> OptimizerStatus | None:
+        assert self.client is not None
+        client = self.client
+        return self._await_optimizer(lambda: client.post_result(event, param), heal=False)
+
+    def _await_optimizer(self, call: Callable[[], _T], *, heal: bool) -> _T:
+        """``call()``, a request to the optimizer, on a worker while the watchdog ticks (see
+        ``_wait_ticking``); its return value, or the exception it raised."""
+        future = in_background(call)
+        self._wait_ticking(future, heal=heal)
+        return future.result()
+
+    def _wait_ticking(self, future: Future[Any], *, heal: bool) -> None:
+        """Wait until ``future`` is done, ticking the watchdog every ``TICK_INTERVAL``.
+
+        With ``heal`` (between commands) a lost actor system is replaced at once (a microreboot);
+        without (a command in flight) it is only noticed: the operation resolves ``failed`` and the
+        loop heals before its next poll. A stop ends the request (the client watches the same
+        event). If anything ends the wait early (a stop while healing, microreboots past their
+        intensity), the run is ending: the request is stopped with it, never left polling.
+        """
+        assert self.runtime is not None
+        try:
+            while not wait_for_future([future], timeout=TICK_INTERVAL).done:
+                if heal:
+                    self._heal()
+                else:
+                    self.runtime.poll()
+        except BaseException:
+            if not future.done():
+                self.signals.stop.set()
+            raise
 
     def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

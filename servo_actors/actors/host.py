@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import importlib
 import logging
 import os
 import pickle
@@ -50,7 +49,8 @@ from servo_actors.actors.plain_data import (
     to_plain,
     type_name,
 )
-from servo_actors.actors.results import ConnectorOutcome
+from servo_actors.actors.results import NOT_INVOLVED, ConnectorOutcome
+from servo_actors.config.connector_types import connector_class_at
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control
 from servo_actors.observability import log_relay
 
@@ -70,8 +70,6 @@ FATAL_SIGNALS = (
     signal.SIGHUP,
 )
 """Signals that end a host process the default way (Thespian would otherwise catch them)."""
-NOT_INVOLVED = "not-involved"
-"""Reason of an adjust part whose connector owns none of the requested components (dropped)."""
 RESULT_TOO_LARGE = "result-too-large"
 """Reason of a part whose result pickles to more than the connector's ``max_result_bytes``."""
 INVALID_RESULT = "invalid-result"
@@ -92,15 +90,7 @@ _log = logging.getLogger(__name__)
 def connector_class(spec: m.ChildSpec) -> type[Connector]:
     """The class of ``spec``: by the import path the servo resolved (already imported, as the host
     is forked from it), else by resolving the type (which scans installed entry points: slow)."""
-    if spec.import_path:
-        module_name, _, qualname = spec.import_path.partition(":")
-        found: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            found = getattr(found, part)
-        return found
-    from servo_actors.config.connector_types import resolve_connector_type
-
-    return resolve_connector_type(spec.type)
+    return connector_class_at(spec.import_path, spec.type)
 
 
 def build_connector(spec: m.ChildSpec) -> Connector:

@@ -81,13 +81,18 @@ class Start:
 
 @dataclass(frozen=True)
 class Begin:
-    """Run ``operation`` on the connectors (see ``OperationResult`` for the answer's shape)."""
+    """Run ``operation`` on the connectors (see ``OperationResult`` for the answer's shape).
+
+    ``declared``: seconds the operation may take, by connector, as the connectors declared
+    (``Connector.operation_seconds``); the longest widens the deadline beyond the control's times.
+    """
 
     request_id: str
     operation: str
     metrics: tuple[str, ...] | None = None
     components: dict[str, Any] | None = None
     control: Control = field(default_factory=Control)
+    declared: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

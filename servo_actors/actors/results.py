@@ -17,6 +17,8 @@ from servo_actors.protocol.statuses import normalise_failure
 OPERATIONS = ("describe", "measure", "adjust", "check")
 STATUS_SEVERITY = ("ok", "rejected", "aborted", "failed", "cancelled")
 """Statuses from best to worst; an aggregate takes the worst of its parts."""
+NOT_INVOLVED = "not-involved"
+"""Reason of an adjust part whose connector owns none of the requested components (dropped)."""
 
 
 @dataclass

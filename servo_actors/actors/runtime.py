@@ -54,8 +54,10 @@ from pydantic import ValidationError
 
 from servo_actors.actors import descendants, processes
 from servo_actors.actors import messages as m
+from servo_actors.actors.declared_times import DeclaredTimes
 from servo_actors.actors.restart_ledger import RestartLedger
 from servo_actors.actors.results import OPERATIONS, OperationResult, aggregate
+from servo_actors.actors.supervision_operation import operation_deadline
 from servo_actors.actors.system import ActorSystemHandle
 from servo_actors.actors.watchdog import Watchdog
 from servo_actors.config.connector_types import resolve_connector_type
@@ -206,6 +208,7 @@ class ServoRuntime:
     def __init__(self, config: ServoConfig, *, run_dir: Path | None = None) -> None:
         self._config = config
         self._specs = child_specs(config)
+        self._declared = DeclaredTimes(self._specs)
         self._settings = supervisor_settings(config)
         if run_dir is None and config.supervisor.run_dir:
             run_dir = Path(config.supervisor.run_dir).expanduser()
@@ -424,6 +427,7 @@ class ServoRuntime:
         self._require_running()
         specs, settings = child_specs(config), supervisor_settings(config)
         self._config, self._specs, self._settings, self._failure = config, specs, settings, None
+        self._declared = DeclaredTimes(specs)
         request = m.Reconfigure(self._new_id("reconfigure"), settings, specs)
         self._tell(request)
         return self._await_ready(request.request_id, "restart", stop=stop)
@@ -443,15 +447,18 @@ class ServoRuntime:
             raise ValueError(f"unknown operation {operation!r} (expected one of {', '.join(OPERATIONS)})")
         self._require_running()
         control = control or Control()
+        declared = self._declared.for_operation(operation, control)
         request = m.Begin(
             self._new_id(operation),
             operation,
             tuple(metrics) if metrics is not None else None,
             components,
             control,
+            declared,
         )
-        expected = control.expected_seconds if operation in ("measure", "adjust") else 0.0
-        deadline = time.monotonic() + expected + self._settings.operation_grace + RESULT_MARGIN
+        longest = max(declared.values(), default=0.0)
+        grace = self._settings.operation_grace
+        deadline = operation_deadline(request, time.monotonic(), grace, longest) + RESULT_MARGIN
         self._op = Operation(request.request_id, operation, deadline)
         with contextlib.suppress(SupervisorLost):
             self._tell(request)  # lost: the operation has resolved failed (supervisor-lost)

@@ -32,6 +32,7 @@ import logging
 import os
 import socket
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -53,9 +54,14 @@ CONNECTOR_LOG_NAME = "connectors.log"
 ADMIN_PORT_ATTEMPTS = 3
 """Fresh ports tried when the admin we reach turns out not to be the one we started."""
 
+EXIT_CODES_KEPT = 256
+"""Exit codes kept at most (oldest dropped first): each is normally asked for within moments."""
+
 _started_sessions: list[int] = []
-EXIT_CODES: dict[int, int] = {}
-"""PID -> exit code of child actors this process reaped (filled by the patched Thespian reaper)."""
+EXIT_CODES: OrderedDict[tuple[int, int], int] = OrderedDict()
+"""(PID, start ticks) -> exit code of child actors this process reaped (filled by the patched
+Thespian reaper). The start time (``/proc/PID/stat`` field 22, read while the child is a zombie)
+makes the key name one process for good: a reused PID never inherits a stale exit code."""
 
 _log = logging.getLogger(__name__)
 _patched = False
@@ -90,10 +96,15 @@ def _patch_thespian() -> None:
     original_liveness = MultiProcReplicator._checkChildLiveness
 
     def recording_liveness(child_info: Any) -> bool:
-        alive = original_liveness(child_info)
         proc = getattr(child_info, "childProc", None)
-        if not alive and proc is not None and proc.exitcode is not None and proc.pid:
-            EXIT_CODES[proc.pid] = proc.exitcode
+        pid = getattr(proc, "pid", None)
+        # Read before the original reaps it: a zombie still shows its start time. (The waitid
+        # first, so a running child costs one system call, not a /proc read.)
+        exited = isinstance(pid, int) and processes.exit_status_nowait(pid) is not None
+        started = processes.start_ticks(pid) if exited else None
+        alive = original_liveness(child_info)
+        if not alive and proc is not None and proc.exitcode is not None and pid:
+            record_exit_code(pid, started, proc.exitcode)
         return alive
 
     MultiProcReplicator._checkChildLiveness = staticmethod(recording_liveness)
@@ -112,11 +123,21 @@ def sessions_started() -> tuple[int, ...]:
     return tuple(_started_sessions)
 
 
-def pop_exit_code(pid: int | None) -> int | None:
-    """The recorded exit code of child ``pid`` (once), or None when unknown."""
-    if pid is None:
+def record_exit_code(pid: int, started: int | None, code: int) -> None:
+    """Keep the exit code of child ``pid`` that started at ``started`` (start ticks); without a
+    start time nothing is kept, as it could not be told from a later process with the same PID."""
+    if started is None:
+        return
+    EXIT_CODES[(pid, started)] = code
+    while len(EXIT_CODES) > EXIT_CODES_KEPT:
+        EXIT_CODES.popitem(last=False)
+
+
+def pop_exit_code(pid: int | None, started: int | None) -> int | None:
+    """The recorded exit code of the child ``pid`` that started at ``started`` (once), or None."""
+    if pid is None or started is None:
         return None
-    return EXIT_CODES.pop(pid, None)
+    return EXIT_CODES.pop((pid, started), None)
 
 
 def forget_child(actor: Any, address: Any) -> None:

@@ -1,13 +1,18 @@
 """``servo-actors optimizer ...``: run the embedded optimizer, or cancel its current command.
 
-``serve`` reads a plan: one with a ``script`` key is played by the scripted driver (scripted.py);
-any other is a search plan (plan.py, search.py). It prints where it listens and serves until
-SIGTERM or SIGINT, then exits 0. ``cancel`` asks a running one to cancel its command in flight.
+``serve`` reads one or several plans (``--plan`` repeated, or a folder of ``*.yaml``/``*.yml``/
+``*.json`` plans), one application each: a plan with a ``script`` key is played by the scripted
+driver (scripted.py); any other is a search plan (plan.py, search.py). ``--state`` is a file for
+one search plan, or a folder holding one ``ORG_APP.json`` per search plan. ``--admin-token-file``
+makes every ``POST /admin/*`` (Abort) need the token in that file; the console opened without it
+is read-only. It prints where it listens and serves until SIGTERM or SIGINT, then exits 0.
+``cancel`` asks a running one to cancel an application's command in flight.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import time
 from pathlib import Path
@@ -51,28 +56,48 @@ class _Stop(Exception):
 )
 @click.option(
     "--plan",
-    "plan_path",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help="Plan file (YAML): a search plan, or a script (a plan with a 'script' key).",
+    "plan_paths",
+    type=click.Path(path_type=Path),
+    multiple=True,
+    help="A plan file (YAML), or a folder of them; repeat for several applications. "
+    "A search plan, or a script (a plan with a 'script' key).",
 )
 @click.option(
     "--state",
     "state_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Search plans only: keep the steps in this file (one plan) or folder (one file per app), "
+    "and resume from it.",
+)
+@click.option(
+    "--admin-token-file",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
-    help="Search plans only: keep the steps in this file, and resume from it.",
+    help="POST /admin/* (Abort) needs the token in this file; GET stays read-only.",
 )
-def serve(host: str, port: int, plan_path: Path | None, state_path: Path | None) -> None:
+def serve(
+    host: str,
+    port: int,
+    plan_paths: tuple[Path, ...],
+    state_path: Path | None,
+    admin_token_file: Path | None,
+) -> None:
     """Serve the optimizer's side of the protocol until SIGTERM or SIGINT."""
-    from servo_actors.optimizer.server import OptimizerServer
+    from servo_actors.optimizer.server import Application, OptimizerServer
 
-    plan, source = _load_plan(plan_path)
-    driver, app, token = _driver_for(plan, source, state_path)
+    plans = _load_plans(plan_paths)
+    admin_token = _read_admin_token(admin_token_file) if admin_token_file is not None else None
+    applications = []
+    for plan, source in plans:
+        driver, app, token = _driver_for(plan, source, _state_file(state_path, plan, source, len(plans)))
+        applications.append(Application(driver, app=app, token=token))
+    _unique_apps(applications, plans)
     try:
-        server = OptimizerServer(driver, app=app, token=token, host=host, port=port)
+        server = OptimizerServer(applications=applications, admin_token=admin_token, host=host, port=port)
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    app = server.names()
 
     stopping: list[str] = []
 
@@ -85,8 +110,17 @@ def serve(host: str, port: int, plan_path: Path | None, state_path: Path | None)
     try:
         server.start()
         click.echo(f"embedded optimizer for {app}: {server.url}")
-        click.echo(f"servo endpoint: {server.servo_url}")
+        for application in server.applications:
+            click.echo(f"servo endpoint for {application.app}: {server.url}{application.servo_path}")
         click.echo(f"state: GET {server.url}/admin/state   cancel: POST {server.url}/admin/cancel", nl=True)
+        if admin_token is not None:
+            # Never the token itself: where it is, and how to hand it to the console.
+            click.echo(
+                f"console: {server.url}/ is read-only; to Abort, open {server.url}/#admin-token=TOKEN "
+                f"with the token in {admin_token_file}"
+            )
+        else:
+            click.echo(f"console: {server.url}/")
         _flush()
         while True:
             # Our handlers raise _Stop out of the sleep; the slice bounds the rare signal that lands
@@ -104,14 +138,26 @@ def serve(host: str, port: int, plan_path: Path | None, state_path: Path | None)
 @optimizer.command("cancel")
 @click.option("--url", default=DEFAULT_URL, show_default=True, help="The embedded optimizer's address.")
 @click.option("--reason", default=None, help="One word sent as the cancel's reason (default: cancelled).")
-def cancel(url: str, reason: str | None) -> None:
+@click.option("--app", default=None, help="ORG/APP whose command to cancel (needed when several are served).")
+@click.option(
+    "--admin-token-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="The admin token, when the optimizer was started with one.",
+)
+def cancel(url: str, reason: str | None, app: str | None, admin_token_file: Path | None) -> None:
     """Cancel the command in flight: its next progress post is answered ``cancel``."""
     import requests
 
     target = url.rstrip("/") + "/admin/cancel"
-    body = {"reason": reason} if reason else {}
+    body: dict[str, Any] = {"reason": reason} if reason else {}
+    if app:
+        body["app"] = app
+    headers = {}
+    if admin_token_file is not None:
+        headers["Authorization"] = f"Bearer {_read_admin_token(admin_token_file)}"
     try:
-        response = requests.post(target, json=body, timeout=(CANCEL_TIMEOUT, CANCEL_TIMEOUT))
+        response = requests.post(target, json=body, headers=headers, timeout=(CANCEL_TIMEOUT, CANCEL_TIMEOUT))
     except requests.RequestException as exc:
         raise OptimizerError(
             f"cannot reach the optimizer at {target}: {type(exc).__name__}", url=target
@@ -135,11 +181,76 @@ def _flush() -> None:
     click.get_text_stream("stdout").flush()
 
 
-def _load_plan(path: Path | None) -> tuple[dict[str, Any], str]:
+PLAN_SUFFIXES = (".yaml", ".yml", ".json")
+"""Files of a ``--plan`` folder that are read as plans."""
+
+
+def _load_plans(paths: tuple[Path, ...]) -> list[tuple[dict[str, Any], str]]:
+    """Every plan of ``--plan`` (files, and the plan files of folders, sorted), with its source."""
+    if not paths:
+        return [(dict(DEFAULT_SEARCH_PLAN), "the default plan")]
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.suffix in PLAN_SUFFIXES and p.is_file())
+            if not found:
+                raise ConfigError(
+                    f"no plan files ({', '.join(PLAN_SUFFIXES)}) in this folder", source=str(path)
+                )
+            files.extend(found)
+        else:
+            files.append(path)
+    return [_load_plan(path) for path in files]
+
+
+def _unique_apps(applications: list[Any], plans: list[tuple[dict[str, Any], str]]) -> None:
+    seen: dict[str, str] = {}
+    for application, (_, source) in zip(applications, plans, strict=True):
+        if application.app in seen:
+            raise ConfigError(
+                f"application {application.app} is also in {seen[application.app]}: one plan per application",
+                source=source,
+                key="app",
+            )
+        seen[application.app] = source
+
+
+def _state_file(state: Path | None, plan: dict[str, Any], source: str, plans: int) -> Path | None:
+    """The state file of one plan: ``--state`` itself for one plan, else ``ORG_APP.json`` in it."""
+    if state is None:
+        return None
+    if "script" in plan:
+        if plans == 1:
+            raise UsageError("--state is for search plans; this plan is a script")
+        return None  # a folder's files are for the search plans among several
+    if plans == 1 and not state.is_dir():
+        return state
+    if not state.is_dir():
+        raise UsageError(f"--state {state}: with several plans, --state must be an existing folder")
+    app = plan.get("app")
+    if not isinstance(app, str):
+        return None  # the plan's own check names the missing app
+    return state / (re.sub(r"[^A-Za-z0-9_.-]", "_", app) + ".json")
+
+
+def _read_admin_token(path: Path) -> str:
+    """The admin token in ``path`` (stripped); ConfigError naming the file, never its contents."""
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"cannot read the admin token: {getattr(exc, 'strerror', None) or exc}", source=str(path)
+        ) from None
+    if not token:
+        raise ConfigError("the admin token file is empty", source=str(path))
+    if any(c.isspace() for c in token):
+        raise ConfigError("the admin token must be one word (no spaces or line breaks)", source=str(path))
+    return token
+
+
+def _load_plan(path: Path) -> tuple[dict[str, Any], str]:
     import yaml
 
-    if path is None:
-        return dict(DEFAULT_SEARCH_PLAN), "the default plan"
     source = str(path)
     try:
         text = path.read_text(encoding="utf-8")

@@ -92,3 +92,16 @@ def resolve_connector_type(type_name: str) -> type[Any]:
     if not (isinstance(cls, type) and issubclass(cls, Connector)):
         raise ConfigError(f"connector type {type_name!r}: {target} is not a Connector subclass")
     return cls
+
+
+def connector_class_at(import_path: str | None, type_name: str) -> type[Any]:
+    """The class at ``import_path`` (``module:Class``, as ``resolve_connector_type`` resolved it
+    earlier, so already imported in a forked process), else ``type_name`` resolved afresh (which
+    scans installed entry points: slow)."""
+    if not import_path:
+        return resolve_connector_type(type_name)
+    module_name, _, qualname = import_path.partition(":")
+    found: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found

@@ -87,6 +87,21 @@ class Connector:
         self.name = name
         self.config = config
 
+    @classmethod
+    def operation_seconds(cls, config: Any, operation: str, control: Control) -> float:
+        """The longest ``operation`` may take with this ``config`` and ``control``, when that can be
+        longer than the control's own times (warmup + duration + delay + settlement).
+
+        The supervisor kills a connector still at it past the operation's deadline: the longest
+        time any connector declares here (or the control's times, if longer), plus
+        ``supervisor.operation_grace``. A connector that waits for something of its own, a
+        rollout with a timeout, say, declares that wait, so a slow but healthy operation is not
+        killed as ``timeout``. ``config`` is as in ``self.config``. Called in the servo before
+        each operation, not in the connector's process: it must be quick and do no I/O. The
+        default, 0, leaves the deadline to the control.
+        """
+        return 0.0
+
     def startup(self) -> None:
         """Runs in the connector's fresh process, before any operation."""
 

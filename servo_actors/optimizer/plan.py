@@ -15,6 +15,7 @@
     settlement: 0s               # ADJUST control settlement
     metrics: null                # metrics to MEASURE; default: every described one + those above
     search: {initial_samples: 4} # random samples (the baseline counts) before the local search
+    confirm: {repeats: 2, sigmas: 2, candidates: 3}  # re-measure the best before recommending it
 
 A constraint is ``METRIC OP NUMBER`` with OP one of ``<= < >= > ==``, read by a small parser
 (``parse_constraint``), never ``eval``. Every error names the file and the key at fault.
@@ -158,6 +159,20 @@ class SearchOptions(_Strict):
     initial_samples: int = Field(4, ge=1, le=1000)
 
 
+class ConfirmSpec(_Strict):
+    """How the best step is confirmed before it is recommended (confirm.py).
+
+    After the search steps, the best-looking settings are measured ``repeats`` more times; they
+    are recommended only if every constraint holds with a margin of ``sigmas`` standard errors of
+    the mean of all their readings. Up to ``candidates`` settings are tried, best first, until one
+    holds. ``repeats: 0`` turns confirmation off (the best step is then labelled unconfirmed).
+    """
+
+    repeats: int = Field(2, ge=0, le=100)
+    sigmas: float = Field(2.0, ge=0.0, le=10.0)
+    candidates: int = Field(3, ge=1, le=100)
+
+
 class Plan(_Strict):
     app: str
     token: SecretStr | None = None
@@ -169,6 +184,7 @@ class Plan(_Strict):
     settlement: Duration = 0.0
     metrics: list[str] | None = None
     search: SearchOptions = SearchOptions()
+    confirm: ConfirmSpec = ConfirmSpec()
 
     @field_validator("app")
     @classmethod
@@ -196,6 +212,7 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
         "seed": plan.seed,
         "sleep": plan.sleep,
         "settlement": plan.settlement,
+        "confirm": plan.confirm.model_dump(),
     }
 
 

@@ -2,7 +2,8 @@
 
 The command sequence (driver.py says who calls what)::
 
-    DESCRIBE -> MEASURE (baseline, step 0) -> [ADJUST -> MEASURE] x plan.steps -> SLEEP (forever)
+    DESCRIBE -> MEASURE (baseline, step 0) -> [ADJUST -> MEASURE] x plan.steps
+             -> [ADJUST -> MEASURE] x (confirmation) -> SLEEP (forever)
 
 Step 0 measures the described values as they are. Each later step asks ``strategy.propose`` for
 settings (on the described grid, enums from their values, pinned settings never sent), ADJUSTs
@@ -21,7 +22,12 @@ What a step records:
 - ``feasible``: status ``ok`` and every constraint met; a constraint on a missing metric is not met.
 - ``objective``: the objective metric's value (None when missing).
 
-Best so far: the feasible step with the best objective (lowest for ``minimize``).
+The recommendation (``best``): after the search steps, the best-looking settings are measured
+again (``plan.confirm``, confirm.py) as *confirmation steps* (``confirms``: the first step at those
+settings). The recommendation is the best point (all steps at one set of settings) whose readings
+meet every constraint with a margin of ``confirm.sigmas`` standard errors; until one does, the best
+step not rejected, labelled ``confirmed: false``. ``/admin/state`` shows each constraint's mean
+value, its standard error and the number of readings behind it.
 
 When things go wrong the search goes on:
 
@@ -53,6 +59,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from servo_actors.optimizer.confirm import (
+    evidence,
+    next_to_confirm,
+    points,
+    recommend,
+    rejected_steps,
+    verdict,
+)
 from servo_actors.optimizer.plan import Objective, Plan, parse_plan, plan_summary
 from servo_actors.optimizer.steps import (
     STATE_VERSION,
@@ -105,6 +119,7 @@ class _InFlight:
     command: dict[str, Any]
     settings: Settings | None = None
     attempts: int = 1
+    confirms: int | None = None
     cancelled: str | None = None
     progress: float | None = None
     message: str | None = None
@@ -139,7 +154,7 @@ class SearchDriver:
         self._space: SearchSpace | None = None
         self._described_metrics: list[str] = []
         self._inflight: _InFlight | None = None
-        self._pending_measure: tuple[int, Settings] | None = None
+        self._pending_measure: tuple[int, Settings, int | None] | None = None
         self._describe_attempts = 0
         self._persist_error: str | None = None
         if self.state_file is not None:
@@ -193,7 +208,8 @@ class SearchDriver:
             self._described(inflight, status, reason, message, result.get("descriptor"))
         elif inflight.kind == "adjust" and status == "ok":
             self._inflight = None
-            self._pending_measure = (inflight.n, _applied(inflight.settings or {}, result.get("state")))
+            applied = _applied(inflight.settings or {}, result.get("state"))
+            self._pending_measure = (inflight.n, applied, inflight.confirms)
             self._persist()
         else:
             metrics = reduce_metrics(result.get("metrics")) if inflight.kind != "adjust" else {}
@@ -212,8 +228,9 @@ class SearchDriver:
             "message": self._message,
             "plan": plan_summary(self.plan),
             "current": self._current_json(),
-            "steps": [self._step_json(record) for record in self._steps],
+            "steps": self._steps_json(),
             "best": self._best_json(),
+            "confirmation": self._confirmation_json(),
             "search": {"radius": status.radius, "exploring": status.exploring},
             "space": self._space_json(),
             "state_file": str(self.state_file) if self.state_file else None,
@@ -224,7 +241,7 @@ class SearchDriver:
 
     @property
     def phase(self) -> str:
-        """``describe``, ``baseline``, ``search``, ``done`` or ``failed``."""
+        """``describe``, ``baseline``, ``search``, ``confirm``, ``done`` or ``failed``."""
         return self._phase
 
     @property
@@ -232,17 +249,11 @@ class SearchDriver:
         return list(self._steps)
 
     def best(self) -> StepRecord | None:
-        """The feasible step with the best objective, or None."""
-        objective = self.plan.objective
-        candidates = [
-            (judged.objective, record)
-            for record in self._steps
-            if (judged := assess(objective, record)).feasible and judged.objective is not None
-        ]
-        if not candidates:
+        """The first step at the recommended settings (confirmed or not: ``state()`` says), or None."""
+        chosen = recommend(self.plan.objective, self._steps, self.plan.confirm)
+        if chosen is None:
             return None
-        pick = min if objective.sense == "minimize" else max
-        return pick(candidates, key=lambda pair: pair[0])[1]
+        return next(record for record in self._steps if record.n == chosen.point.first)
 
     # -- issuing commands -----------------------------------------------------------------------
 
@@ -257,23 +268,37 @@ class SearchDriver:
         if self._phase == "baseline":
             assert self._space is not None
             return self._send("baseline", 0, self._measure_command(), self._space.current())
+        if self._pending_measure is not None and self._phase in ("search", "confirm"):
+            n, settings, confirms = self._pending_measure
+            self._pending_measure = None
+            return self._send("measure", n, self._measure_command(), settings, confirms)
         if self._phase == "search":
-            if self._pending_measure is not None:
-                n, settings = self._pending_measure
-                self._pending_measure = None
-                return self._send("measure", n, self._measure_command(), settings)
             n = self._steps[-1].n + 1 if self._steps else 1
-            if n > self.plan.steps:
+            searched = sum(1 for record in self._steps if record.n > 0 and record.confirms is None)
+            if searched < self.plan.steps:
+                settings = self._propose(n)
+                return self._send("adjust", n, self._adjust_command(settings), settings)
+            self._phase = "confirm"
+        if self._phase == "confirm":
+            point = next_to_confirm(self.plan.objective, self._steps, self.plan.confirm)
+            if point is None:
                 self._phase = "done"
                 return self._sleep()
-            settings = self._propose(n)
-            return self._send("adjust", n, self._adjust_command(settings), settings)
+            n = self._steps[-1].n + 1
+            assert self._space is not None
+            settings = self._space.snap(point.settings)
+            return self._send("adjust", n, self._adjust_command(settings), settings, point.first)
         return self._sleep()
 
     def _send(
-        self, kind: Any, n: int, command: dict[str, Any], settings: Settings | None = None
+        self,
+        kind: Any,
+        n: int,
+        command: dict[str, Any],
+        settings: Settings | None = None,
+        confirms: int | None = None,
     ) -> dict[str, Any]:
-        self._inflight = _InFlight(kind, n, command, settings)
+        self._inflight = _InFlight(kind, n, command, settings, confirms=confirms)
         return command
 
     def _sleep(self) -> dict[str, Any]:
@@ -338,7 +363,7 @@ class SearchDriver:
         elif inflight.attempts < COMMAND_ATTEMPTS:
             command = {key: value for key, value in inflight.command.items() if key != "cmd_uid"}
             self._inflight = _InFlight(
-                inflight.kind, inflight.n, command, inflight.settings, inflight.attempts + 1
+                inflight.kind, inflight.n, command, inflight.settings, inflight.attempts + 1, inflight.confirms
             )
         else:
             message = f"no result after {COMMAND_ATTEMPTS} attempts"
@@ -388,6 +413,7 @@ class SearchDriver:
                 message=message,
                 metrics=metrics,
                 finished_at=self._clock(),
+                confirms=inflight.confirms,
             )
         )
         if inflight.kind == "baseline":
@@ -396,7 +422,7 @@ class SearchDriver:
 
     # -- views ----------------------------------------------------------------------------------
 
-    def _step_json(self, record: StepRecord) -> dict[str, Any]:
+    def _step_json(self, record: StepRecord, rejected: set[int] | None = None) -> dict[str, Any]:
         judged = assess(self.plan.objective, record)
         return {
             "n": record.n,
@@ -409,14 +435,67 @@ class SearchDriver:
             "objective": judged.objective,
             "constraints": judged.constraints,
             "finished_at": record.finished_at,
+            "confirms": record.confirms,
+            "rejected": record.n in rejected if rejected is not None else False,
         }
 
+    def _steps_json(self) -> list[dict[str, Any]]:
+        rejected = rejected_steps(self.plan.objective, self._steps, self.plan.confirm)
+        return [self._step_json(record, rejected) for record in self._steps]
+
     def _best_json(self) -> dict[str, Any] | None:
-        best = self.best()
-        if best is None:
+        chosen = recommend(self.plan.objective, self._steps, self.plan.confirm)
+        if chosen is None:
             return None
-        objective = best.metrics.get(self.plan.objective.metric)
-        return {"step": best.n, "settings": best.settings, "metrics": best.metrics, "objective": objective}
+        point = chosen.point
+        names = sorted({name for record in point.readings for name in record.metrics})
+        metrics = {name: value for name in names if (value := point.mean(name)) is not None}
+        if self.plan.confirm.repeats == 0:
+            note = "confirmation is off (confirm.repeats: 0): a single reading"
+        elif chosen.confirmed:
+            note = f"confirmed by {len(point.readings)} readings"
+        else:
+            needed = 1 + self.plan.confirm.repeats
+            note = f"not confirmed: {len(point.readings)} of {needed} readings"
+            if not point.confirmations and self._phase in ("done", "failed"):
+                examined = sum(1 for p in points(self._steps) if p.confirmations)
+                note += f" (the {examined} settings measured again before it did not hold up)"
+            elif not point.confirmations:
+                note += " (not measured again yet)"
+            elif verdict(self.plan.objective, point, self.plan.confirm) == "unconfirmed":
+                note += " (confirmation was cancelled)"
+        return {
+            "step": point.first,
+            "settings": point.settings,
+            "metrics": metrics,
+            "objective": point.mean(self.plan.objective.metric),
+            "uncertainty": {name: point.standard_error(name) for name in names},
+            "readings": len(point.readings),
+            "steps": [record.n for record in point.readings],
+            "confirmed": chosen.confirmed,
+            "note": note,
+            "constraints": [e.as_json() for e in chosen.evidence],
+        }
+
+    def _confirmation_json(self) -> dict[str, Any]:
+        spec = self.plan.confirm
+        examined = []
+        # In the order they were examined.
+        for point in sorted(
+            (p for p in points(self._steps) if p.confirmations), key=lambda p: p.confirmations[0].n
+        ):
+            if point.confirmations:
+                judged = evidence(self.plan.objective, point, spec.sigmas)
+                examined.append(
+                    {
+                        "step": point.first,
+                        "settings": point.settings,
+                        "readings": len(point.readings),
+                        "verdict": verdict(self.plan.objective, point, spec),
+                        "constraints": [e.as_json() for e in judged],
+                    }
+                )
+        return {**spec.model_dump(), "examined": examined}
 
     def _current_json(self) -> dict[str, Any] | None:
         inflight = self._inflight
@@ -460,7 +539,7 @@ class SearchDriver:
             "version": STATE_VERSION,
             "app": self.plan.app,
             "plan": plan_summary(self.plan),
-            "steps": [self._step_json(record) for record in self._steps],
+            "steps": self._steps_json(),
             "best": self._best_json(),
         }
         try:

@@ -1,8 +1,8 @@
 """A search step: what it records, how it is judged against the objective, how it is stored.
 
 The state file (JSON) holds ``{"version": 1, "app": ..., "plan": ..., "steps": [...], "best": ...}``.
-Only each step's ``n``, ``settings``, ``status``, ``reason``, ``message``, ``metrics`` and
-``finished_at`` are read back: whether it was feasible, its objective and the best so far are
+Only each step's ``n``, ``settings``, ``status``, ``reason``, ``message``, ``metrics``,
+``finished_at`` and ``confirms`` are read back: whether it was feasible, its objective and the best so far are
 recomputed with the plan in force. It is written whole each time, atomically (a sibling
 temporary file, fsync, rename), so a crash leaves the old file or the new one, never half.
 """
@@ -73,6 +73,7 @@ class StepRecord:
     message: str | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     finished_at: float = 0.0
+    confirms: int | None = None  # a confirmation step: the first step at these settings (confirm.py)
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,7 @@ class _StoredStep(BaseModel):
     message: str | None = None
     metrics: dict[str, float] = Field(default_factory=dict)
     finished_at: float = 0.0
+    confirms: int | None = Field(None, ge=0)
 
 
 class _StoredState(BaseModel):

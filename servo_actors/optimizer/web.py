@@ -16,10 +16,12 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
+
+from servo_actors.protocol.json_bounds import MAX_NESTING
 
 if TYPE_CHECKING:
-    from servo_actors.optimizer.server import OptimizerServer
+    from servo_actors.optimizer.server import Application, OptimizerServer
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +37,9 @@ _APP_PATH = re.compile(r"/accounts/(?P<org>[^/]+)/applications/(?P<app>[^/]+)/se
 _FALLBACK_PAGE = """servo-actors embedded optimizer for {app}
 
 POST {servo_path}   the servo protocol
-GET  /admin/state   JSON: the command in flight, the request history, the driver's state
-POST /admin/cancel  cancel the command in flight (answered to its next progress post)
+GET  /admin/apps    JSON: the applications served
+GET  /admin/state   JSON: the command in flight, the request history, the driver's state (?app=ORG/APP)
+POST /admin/cancel  cancel the command in flight (answered to its next progress post) (?app=ORG/APP)
 """
 
 
@@ -153,13 +156,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _get(self) -> Reply:
         path = urlsplit(self.path).path
+        if path == "/admin/apps":
+            return Reply(200, self.optimizer.overview())
         if path == "/admin/state":
-            return Reply(200, self.optimizer.state())
+            application, problem = self._application(None)
+            return problem or Reply(200, application.state())  # type: ignore[union-attr]
         if path in ("/", "/index.html"):
             page = STATIC_DIR / "index.html"
             if page.is_file():
                 return Reply(200, None, raw=page.read_bytes(), content_type="text/html; charset=utf-8")
-            text = _FALLBACK_PAGE.format(app=self.optimizer.app, servo_path=self.optimizer.servo_path)
+            text = _FALLBACK_PAGE.format(app=self.optimizer.names(), servo_path=self.optimizer.servo_path)
             return Reply(200, None, raw=text.encode(), content_type="text/plain; charset=utf-8")
         if path.startswith("/static/"):
             return self._static(path.removeprefix("/static/"))
@@ -177,23 +183,55 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _post(self) -> Reply | None:
         path = urlsplit(self.path).path.rstrip("/")
-        if path == "/admin/cancel":
-            return self._admin_cancel()
-        match = _APP_PATH.search(path)
-        if match and (match["org"], match["app"]) != (self.optimizer.org, self.optimizer.app_name):
+        if path.startswith("/admin/"):
+            if not self.optimizer.admin_authorized(self.headers):
+                self._discard_body()
+                return error_reply(401, "POST /admin/* needs the admin token (Authorization: Bearer ...)")
+            if path == "/admin/cancel":
+                return self._admin_cancel()
             self._discard_body()
-            return error_reply(
-                404, f"no application {match['org']}/{match['app']} here (this is {self.optimizer.app})"
-            )
+            return error_reply(404, f"no such endpoint: {path}")
+        match = _APP_PATH.search(path)
+        if match:
+            application = self.optimizer.for_path(match["org"], match["app"])
+            if application is None:
+                self._discard_body()
+                return error_reply(
+                    404,
+                    f"no application {match['org']}/{match['app']} here (served: {self.optimizer.names()})",
+                )
+            return self._servo(application)
         if not path.endswith("/servo") and path != "/servo":
             self._discard_body()
             return error_reply(404, f"no such endpoint: {path}")
-        return self._servo()
+        if len(self.optimizer.applications) > 1:
+            self._discard_body()
+            return error_reply(
+                404,
+                f"several applications are served here ({self.optimizer.names()}): "
+                "post to /accounts/ORG/applications/APP/servo",
+            )
+        return self._servo(self.optimizer.first)
+
+    def _application(self, body: Any) -> tuple[Application | None, Reply | None]:
+        """The application named by ``?app=`` or the body's ``app`` (else the only one), or an error reply."""
+        names = parse_qs(urlsplit(self.path).query).get("app", [])
+        name = names[0] if names else None
+        if name is None and isinstance(body, dict) and isinstance(body.get("app"), str):
+            name = body["app"]
+        try:
+            return self.optimizer.application(name), None
+        except LookupError as exc:
+            return None, error_reply(400 if name is None else 404, str(exc))
 
     def _admin_cancel(self) -> Reply:
         body, problem = self._read_json()
         if problem is not None:
             return problem
+        application, problem = self._application(body)
+        if problem is not None:
+            return problem
+        assert application is not None
         options = body if isinstance(body, dict) else {}
         reason = options.get("reason") if isinstance(options.get("reason"), str) else DEFAULT_CANCEL_REASON
         message = (
@@ -201,25 +239,25 @@ class _Handler(BaseHTTPRequestHandler):
         )
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]*", reason):
             return error_reply(400, f"reason must be one word, not {reason!r}")
-        return Reply(200, self.optimizer.cancel(reason, message))
+        return Reply(200, application.cancel(reason, message))
 
-    def _servo(self) -> Reply | None:
+    def _servo(self, application: Application) -> Reply | None:
         started = time.time()
-        if not self.optimizer.authorized(self.headers):
+        if not application.authorized(self.headers):
             self._discard_body()
             reply = error_reply(401, "missing or wrong token")
-            self._remember(started, None, reply)
+            self._remember(application, started, None, reply)
             return reply
         body, problem = self._read_json()
         if problem is not None:
-            self._remember(started, None, problem)
+            self._remember(application, started, None, problem)
             return problem
         if not isinstance(body, dict):
             reply = error_reply(400, f"the request body must be a JSON object, not {type(body).__name__}")
-            self._remember(started, body, reply)
+            self._remember(application, started, body, reply)
             return reply
         event = body.get("event")
-        fault = self.optimizer.fault_for(event, body.get("param")) if isinstance(event, str) else None
+        fault = application.fault_for(event, body.get("param")) if isinstance(event, str) else None
         if fault is not None:
             if fault.stall and self.optimizer.hold(fault.stall):
                 self.close_connection = True
@@ -232,10 +270,10 @@ class _Handler(BaseHTTPRequestHandler):
                         {"detail": f"scripted fault: HTTP {status} {HTTPStatus(status).phrase}"}
                     ).encode()
                 reply = Reply(status, None, raw=raw, content_type=fault.content_type)
-                self._remember(started, body, reply, fault=True)
+                self._remember(application, started, body, reply, fault=True)
                 return reply
-        reply = self.optimizer.answer(body)
-        self._remember(started, body, reply)
+        reply = application.answer(body)
+        self._remember(application, started, body, reply)
         return reply
 
     # --- helpers ---------------------------------------------------------------------------------
@@ -262,11 +300,16 @@ class _Handler(BaseHTTPRequestHandler):
             return json.loads(raw), None
         except ValueError as exc:
             return None, error_reply(400, f"the body is not JSON: {exc}")
+        except RecursionError:
+            # Deeper than Python's parser goes (the protocol's own bound is far lower: json_bounds).
+            return None, error_reply(400, f"the body is nested deeper than {MAX_NESTING} levels")
 
     def _discard_body(self) -> None:
         self.close_connection = True  # simplest way not to misread an unread body as the next request
 
-    def _remember(self, started: float, body: Any, reply: Reply, *, fault: bool = False) -> None:
+    def _remember(
+        self, application: Application, started: float, body: Any, reply: Reply, *, fault: bool = False
+    ) -> None:
         entry: dict[str, Any] = {
             "at": started,
             "replied_at": time.time(),
@@ -285,4 +328,4 @@ class _Handler(BaseHTTPRequestHandler):
             entry["reply"] = reply.body
         if fault:
             entry["fault"] = True
-        self.optimizer.record(entry)
+        application.record(entry)

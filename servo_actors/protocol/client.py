@@ -16,8 +16,10 @@ What each call does when the optimizer misbehaves:
 whats_next    never gives up: retries (backoff) until a command comes or ``stop`` is set
 hello,        retried until ``backoff.max_time``, then dropped with an error (None);
 post_result   a 2xx reply that cannot be read is not reposted (the post arrived)
-post_progress bounded by one ``progress_interval``: a heartbeat must never hold up the
-              operation it reports on; an undelivered one is skipped (None), the next follows
+post_progress bounded by ``timeouts.connect + timeouts.read`` in all (attempts and retries); the
+              reply is always read when it comes within that bound (it may be ``cancel``).
+              Run it off the loop's thread (``progress_lane.ProgressLane``): the operation
+              goes on meanwhile; an undelivered post is None, the next one follows
 goodbye       one attempt, at most ``GOODBYE_TIMEOUT`` seconds, not interrupted by ``stop``
 ============  ==========================================================================
 
@@ -218,10 +220,13 @@ class OptimizerClient:
     def post_progress(self, event: str, progress: dict[str, Any]) -> OptimizerStatus | None:
         """Post progress; the status (``ok``, ``cancel``...), or None if not delivered in time.
 
-        Bounded by ``settings.progress_interval`` in all (attempts and retries): the operation keeps
-        its pace, and the next progress post comes one interval later anyway.
+        Bounded by ``timeouts.connect + timeouts.read`` in all (attempts and retries), and never
+        abandoned sooner: the optimizer's answer may be ``cancel``, and a reply nobody reads is a
+        cancel lost. This call blocks for as long as the optimizer takes to answer; the runner
+        makes it on a ``ProgressLane`` worker, so the operation it reports on is never held up.
         """
-        deadline = time.monotonic() + self.settings.progress_interval
+        timeouts = self.settings.timeouts
+        deadline = time.monotonic() + timeouts.connect + timeouts.read
         schedule = self._schedule(gives_up=False)
         while True:
             outcome = self._exchange(event, progress, deadline=deadline, interruptible=True)
@@ -238,7 +243,7 @@ class OptimizerClient:
             delay = schedule.next_delay()
             if delay is None or time.monotonic() + delay >= deadline:
                 log.warning(
-                    "progress (%s) to %s not delivered within the progress interval (%s); skipped",
+                    "progress (%s) to %s not delivered within timeouts.connect + timeouts.read (%s); skipped",
                     event,
                     self.url,
                     outcome.problem,

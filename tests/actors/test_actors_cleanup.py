@@ -23,7 +23,9 @@ ORPHAN_DEADLINE = 5.0
 
 SERVO = textwrap.dedent(
     """
-    import json, sys, time
+    import json, signal, sys, time
+    # A shell's background job inherits SIGINT ignored; the test is of a servo that takes it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from servo_actors.actors import ServoRuntime
     from servo_actors.config.models import ServoConfig
 

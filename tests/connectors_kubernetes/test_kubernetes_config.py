@@ -8,6 +8,8 @@ import pytest
 from k8s_objects import BASE_CONFIG, config
 from pydantic import ValidationError
 
+from servo_actors.connectors.base import Control
+from servo_actors.connectors.kubernetes import KubernetesConnector
 from servo_actors.connectors.kubernetes.config import KubernetesConfig, component_name
 
 
@@ -89,3 +91,20 @@ def test_component_names_must_be_unique_across_deployments() -> None:
 def test_bad_top_level_values(changes, problem) -> None:
     with pytest.raises(ValidationError, match=problem):
         config(**changes)
+
+
+@pytest.mark.parametrize(
+    ("changes", "control", "declared"),
+    [
+        ({"timeout": 100, "settlement": 20}, Control(), 240.0),  # rollout + settlement, twice: a rollback
+        ({"timeout": 100, "settlement": 20}, Control(settlement=50), 300.0),  # the control's settlement wins
+        ({"timeout": 100, "settlement": 20, "on_failure": "shutdown"}, Control(), 120.0),
+        ({"timeout": 100, "on_failure": "ignore"}, Control(), 100.0),
+    ],
+)
+def test_an_adjust_declares_its_rollout_and_rollback_time(changes, control, declared) -> None:
+    cfg = config(**changes)
+    assert KubernetesConnector.operation_seconds(cfg, "adjust", control) == declared
+    # A measure waits only for its own control's times; describe and check for nothing.
+    for operation in ("measure", "describe", "check"):
+        assert KubernetesConnector.operation_seconds(cfg, operation, control) == 0.0

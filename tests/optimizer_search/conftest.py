@@ -183,4 +183,6 @@ def plan_data() -> dict[str, Any]:
         "steps": 6,
         "objective": {"minimize": "cost", "constraints": ["p99_latency <= 250"]},
         "sleep": "10m",
+        # These tests follow the search's own steps; confirmation has its tests (test_*_confirm.py).
+        "confirm": {"repeats": 0},
     }

@@ -344,15 +344,30 @@ def test_stop_ends_a_request_in_flight_and_goodbye_still_goes_out(scripted, clie
 
 
 @pytest.mark.timeout(30)
-def test_progress_is_bounded_by_the_progress_interval(scripted, client_for) -> None:
+def test_progress_is_bounded_by_the_connect_and_read_timeouts(scripted, client_for) -> None:
     server = scripted(
         [{"cmd": "MEASURE"}, {"fault": {"stall": "60s", "times": 10, "events": ["MEASUREMENT"]}}]
     )
-    client = client_for(server, progress_interval=0.5, timeouts=(2.0, 30.0))
+    client = client_for(server, progress_interval=0.1, timeouts=(0.5, 1.0))
     command = client.whats_next()
     started = time.monotonic()
     assert client.post_progress("MEASUREMENT", progress_param(command.cmd_uid, progress=1, runtime=0)) is None
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.timeout(30)
+def test_a_progress_reply_slower_than_the_progress_interval_is_still_read(scripted, client_for) -> None:
+    # The reply may be `cancel`: a post abandoned after one progress interval would lose it.
+    server = scripted(
+        [
+            {"cmd": "MEASURE", "progress": ["cancel"]},
+            {"fault": {"stall": "600ms", "events": ["MEASUREMENT"]}},
+        ]
+    )
+    client = client_for(server, progress_interval=0.05, timeouts=(2.0, 5.0))
+    command = client.whats_next()
+    reply = client.post_progress("MEASUREMENT", progress_param(command.cmd_uid, progress=1, runtime=0))
+    assert reply is not None and reply.status == "cancel"
 
 
 @pytest.mark.timeout(30)

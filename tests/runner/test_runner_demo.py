@@ -25,6 +25,8 @@ def test_demo_runs_a_short_plan_with_aborts_and_leaves_nothing(kit, tmp_path) ->
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
     assert "step  4:" in out and "best: step" in out, out
+    # The closing summary: baseline against the (confirmed or labelled) recommendation.
+    assert "summary: baseline (step 0) -> recommendation" in out and "objective (minimize)" in out, out
     assert "pressed Abort" in out and "cancelled: connectors killed and restarted fresh" in out, out
     assert "Traceback" not in out
     kit.wait_until(lambda: not kit.marked_pids(marker), 10, what="every process of the demo gone")

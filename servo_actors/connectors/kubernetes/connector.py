@@ -49,6 +49,16 @@ class KubernetesConnector(Connector):
     config_model: ClassVar[type[BaseModel]] = KubernetesConfig
     config: KubernetesConfig
 
+    @classmethod
+    def operation_seconds(cls, config: KubernetesConfig, operation: str, control: Control) -> float:
+        """An ADJUST waits up to ``timeout`` for the rollout, then the settlement; with
+        ``on_failure: rollback`` a failure near the end is rolled back, which may take as long
+        again. The supervisor allows that much (plus its grace) before it kills the connector."""
+        if operation != "adjust":
+            return 0.0
+        rollout = config.timeout + (control.settlement or config.settlement)
+        return 2 * rollout if config.on_failure == "rollback" else rollout
+
     def describe(self) -> dict[str, Any]:
         with self._cluster("describe") as client:
             components = describe_components(self.config, read_states(client, self.config))

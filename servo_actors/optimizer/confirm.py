@@ -1,0 +1,233 @@
+"""Confirmation: a recommendation must hold up when its settings are measured again.
+
+A search that hugs a constraint's bound finds steps that look feasible only because one noisy
+reading fell on the right side of it. So before settings are *recommended*, they are measured
+again (``ConfirmSpec.repeats`` more times) and kept only when every constraint holds with a
+margin of ``sigmas`` standard errors: for ``p99_latency <= 250`` with readings averaging 240 and a
+standard error of 4, ``240 + 2 * 4 = 248 <= 250`` holds; with a standard error of 6 it does not.
+
+Every step measured at the same settings is a reading of one *point* (``points``): the search may
+repeat settings, and confirmation steps (``StepRecord.confirms``) add readings on purpose. A point
+is judged from all its ``ok`` readings:
+
+- ``confirmed``: at least ``1 + repeats`` readings and every constraint met with the margin;
+- ``rejected``: enough readings but a constraint missed with the margin, or a confirmation
+  measurement that failed (a service that fails when measured again is no recommendation);
+- ``unconfirmed``: ``repeats`` confirmation attempts spent without enough readings (someone
+  pressed Abort on them): no evidence either way, and no more attempts;
+- ``pending``: fewer readings than needed, and attempts left.
+
+``next_to_confirm`` walks the points whose means meet every constraint, best objective first:
+the first confirmed one ends the confirmation; rejected ones are passed over; the first pending
+one is measured again, as long as at most ``candidates`` points have been examined.
+``recommend`` is the best confirmed point, else the best pending one, else the best unconfirmed
+one (both labelled unconfirmed); a rejected point is never recommended.
+
+Pure: no I/O, no clock; the driver (search.py) turns its answers into ADJUST/MEASURE steps.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from servo_actors.optimizer.plan import ConfirmSpec, Constraint, Objective
+from servo_actors.optimizer.steps import StepRecord, finite
+
+Verdict = Literal["confirmed", "rejected", "unconfirmed", "pending"]
+# Statuses of a confirmation step that count against its point (a cancel is no evidence).
+_FAILING = ("failed", "rejected", "aborted")
+# Numbers in settings keys are compared at this many decimals (1 and 1.0 are the same setting).
+_KEY_DECIMALS = 10
+
+
+def settings_key(settings: Any) -> str:
+    """What makes two steps' settings the same point: numbers compared as floats, keys sorted."""
+
+    def normal(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {str(k): normal(v) for k, v in value.items()}
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return round(float(value), _KEY_DECIMALS)
+        return value
+
+    return json.dumps(normal(settings), sort_keys=True, default=str)
+
+
+@dataclass
+class Point:
+    """Every step measured at one set of settings."""
+
+    settings: dict[str, Any]
+    first: int  # the number of the first step at these settings
+    readings: list[StepRecord] = field(default_factory=list)  # ok steps, in order
+    confirmations: list[StepRecord] = field(default_factory=list)  # confirmation steps, any status
+
+    def values(self, metric: str) -> list[float]:
+        return [float(r.metrics[metric]) for r in self.readings if finite(r.metrics.get(metric))]
+
+    def mean(self, metric: str) -> float | None:
+        values = self.values(metric)
+        return statistics.fmean(values) if values else None
+
+    def standard_error(self, metric: str) -> float | None:
+        """The standard error of the mean of ``metric``'s readings; None with fewer than two."""
+        values = self.values(metric)
+        if len(values) < 2:
+            return None
+        return statistics.stdev(values) / math.sqrt(len(values))
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One constraint at one point: the mean of its readings, its uncertainty, and the verdict."""
+
+    constraint: Constraint
+    value: float | None
+    uncertainty: float | None  # standard error of the mean; None with a single reading
+    readings: int
+    met: bool  # the mean meets the bound (no margin)
+    met_with_margin: bool  # the mean, moved toward the bound by sigmas x uncertainty, meets it
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "constraint": str(self.constraint),
+            "value": self.value,
+            "uncertainty": self.uncertainty,
+            "readings": self.readings,
+            "met": self.met,
+            "met_with_margin": self.met_with_margin,
+        }
+
+
+def points(steps: Iterable[StepRecord]) -> list[Point]:
+    """Steps grouped by settings, in order of first appearance; only ``ok`` steps are readings."""
+    found: dict[str, Point] = {}
+    for step in steps:
+        key = settings_key(step.settings)
+        point = found.get(key)
+        if point is None:
+            point = found[key] = Point(step.settings, step.n)
+        if step.status == "ok":
+            point.readings.append(step)
+        if step.confirms is not None:
+            point.confirmations.append(step)
+    return list(found.values())
+
+
+def evidence(objective: Objective, point: Point, sigmas: float) -> list[Evidence]:
+    """Each constraint of ``objective`` judged on ``point``'s readings."""
+    judged = []
+    for constraint in objective.constraints:
+        value = point.mean(constraint.metric)
+        error = point.standard_error(constraint.metric)
+        margin = sigmas * error if error is not None else 0.0
+        judged.append(
+            Evidence(
+                constraint,
+                value,
+                error,
+                len(point.values(constraint.metric)),
+                constraint.holds(value),
+                _holds_with_margin(constraint, value, margin),
+            )
+        )
+    return judged
+
+
+def verdict(objective: Objective, point: Point, spec: ConfirmSpec) -> Verdict:
+    """``confirmed``, ``rejected``, ``unconfirmed`` or ``pending`` (see the module docstring)."""
+    if any(step.status in _FAILING for step in point.confirmations):
+        return "rejected"
+    if spec.repeats > 0 and len(point.readings) >= 1 + spec.repeats:
+        judged = evidence(objective, point, spec.sigmas)
+        ok = all(e.met_with_margin and e.readings >= 1 + spec.repeats for e in judged)
+        return "confirmed" if ok and point.mean(objective.metric) is not None else "rejected"
+    if spec.repeats > 0 and len(point.confirmations) >= spec.repeats:
+        return "unconfirmed"
+    return "pending"
+
+
+def ranked(objective: Objective, candidates: Sequence[Point]) -> list[Point]:
+    """Points whose means meet every constraint and have an objective, best first (ties: earliest)."""
+    scored = []
+    for point in candidates:
+        value = point.mean(objective.metric)
+        if value is None or not all(c.holds(point.mean(c.metric)) for c in objective.constraints):
+            continue
+        scored.append((value if objective.sense == "minimize" else -value, point.first, point))
+    return [point for *_, point in sorted(scored, key=lambda row: row[:2])]
+
+
+def next_to_confirm(objective: Objective, steps: Sequence[StepRecord], spec: ConfirmSpec) -> Point | None:
+    """The point to measure again next, or None when confirmation is over."""
+    if spec.repeats == 0:
+        return None
+    every = points(steps)
+    examined = sum(1 for point in every if point.confirmations)
+    for point in ranked(objective, every):
+        state = verdict(objective, point, spec)
+        if state == "confirmed":
+            return None
+        if state == "pending":
+            if point.confirmations or examined < spec.candidates:
+                return point
+            return None
+    return None
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    point: Point
+    confirmed: bool
+    evidence: list[Evidence]
+
+
+def recommend(objective: Objective, steps: Sequence[StepRecord], spec: ConfirmSpec) -> Recommendation | None:
+    """The best confirmed point; else the best pending, else unconfirmed one; else None."""
+    order = ranked(objective, points(steps))
+    verdicts = [verdict(objective, point, spec) for point in order]
+    for wanted in ("confirmed", "pending", "unconfirmed"):
+        for point, state in zip(order, verdicts, strict=True):
+            if state == wanted:
+                return Recommendation(point, wanted == "confirmed", evidence(objective, point, spec.sigmas))
+    return None
+
+
+def rejected_steps(objective: Objective, steps: Sequence[StepRecord], spec: ConfirmSpec) -> set[int]:
+    """Numbers of the steps whose settings were measured again and did not hold up."""
+    numbers: set[int] = set()
+    for point in points(steps):
+        if point.confirmations and verdict(objective, point, spec) == "rejected":
+            numbers.update(step.n for step in point.readings)
+            numbers.update(step.n for step in point.confirmations)
+    return numbers
+
+
+def _holds_with_margin(constraint: Constraint, value: float | None, margin: float) -> bool:
+    if value is None or not math.isfinite(value):
+        return False
+    if constraint.op in ("<=", "<"):
+        return constraint.holds(value + margin)
+    if constraint.op in (">=", ">"):
+        return constraint.holds(value - margin)
+    return constraint.holds(value)  # "==": a margin has no direction to go
+
+
+__all__ = [
+    "Evidence",
+    "Point",
+    "Recommendation",
+    "evidence",
+    "next_to_confirm",
+    "points",
+    "ranked",
+    "recommend",
+    "rejected_steps",
+    "settings_key",
+    "verdict",
+]
