@@ -5,6 +5,7 @@
     python scripts/bench_loop.py --no-servox          # servo-actors only (servox cannot be installed)
     python scripts/bench_loop.py --servox-venv V      # reuse a venv holding servox (no pip)
     python scripts/bench_loop.py --json               # every sample as JSON instead of the table
+    python scripts/bench_loop.py --metrics --no-servox --no-write   # servo-actors serving /metrics
 
 In one run, against one embedded optimizer (``OptimizerServer`` in this process, loopback, with a
 token), it starts each agent as a real subprocess (``python -m servo_actors -c CFG run``; servox's
@@ -142,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="leave BENCHMARKS.md alone")
     parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--keep", action="store_true", help="keep the work directory (configs, agent logs)")
+    parser.add_argument(
+        "--metrics", action="store_true", help="servo-actors serves /metrics (settings.metrics) meanwhile"
+    )
     args = parser.parse_args(argv)
     counts = COUNTS["quick" if args.quick else "full"]
     signal.signal(signal.SIGTERM, _terminate)
@@ -158,10 +162,11 @@ def main(argv: list[str] | None = None) -> int:
             "idle_window": counts["idle"],
             "progress_interval": PROGRESS_INTERVAL,
             "log_level": args.log_level,
+            "metrics": args.metrics,
         },
     }
     try:
-        agents: list[Any] = [ServoActorsAgent(workdir, args.log_level)]
+        agents: list[Any] = [ServoActorsAgent(workdir, args.log_level, metrics=args.metrics)]
         try:
             if not args.no_servox:
                 if args.servox_venv:

@@ -46,6 +46,7 @@ PLAIN_EVENT = "log"
 _AUTH_VALUE = re.compile(r"""(?i)\b(bearer|x-sf-token)(['"]?\s*[:=]\s*['"]?|\s+)[^\s'",;}]+""")
 _secrets: set[str] = set()
 _secrets_lock = threading.Lock()
+_longest_first: tuple[str, ...] = ()
 _configured: tuple[str, str] | None = None
 # Attributes every LogRecord has; anything else on a record came from ``extra=`` and goes in JSON.
 _STANDARD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
@@ -59,24 +60,29 @@ def register_secret(value: str | SecretStr | None) -> None:
     """Redact ``value`` from every log record from now on (and from ``redact``)."""
     if isinstance(value, SecretStr):
         value = value.get_secret_value()
+    global _longest_first
     if value and len(value.strip()) >= MIN_SECRET_LENGTH:
         with _secrets_lock:
             _secrets.add(value.strip())
+            # Longest first, so a secret that contains another is masked whole.
+            _longest_first = tuple(sorted(_secrets, key=len, reverse=True))
 
 
 def forget_secrets() -> None:
     """Forget every registered secret (for tests)."""
+    global _longest_first
     with _secrets_lock:
         _secrets.clear()
+        _longest_first = ()
 
 
 def redact(text: str) -> str:
     """``text`` with every registered secret and every Bearer/X-SF-Token value masked."""
-    with _secrets_lock:
-        # Longest first, so a secret that contains another is masked whole.
-        secrets = sorted(_secrets, key=len, reverse=True)
-    for secret in secrets:
+    for secret in _longest_first:  # one tuple, replaced whole under the lock: no lock to read it
         text = text.replace(secret, MASK)
+    lowered = text.lower()
+    if "bearer" not in lowered and "x-sf-token" not in lowered:
+        return text  # the pattern needs one of them: skip it (most lines; the regex costs ~10 µs)
     return _AUTH_VALUE.sub(lambda match: f"{match.group(1)}{match.group(2)}{MASK}", text)
 
 

@@ -80,17 +80,26 @@ def servox_config(connectors: str) -> dict[str, Any]:
 
 
 class ServoActorsAgent:
-    """``python -m servo_actors -l LEVEL -c CONFIG run``, a real subprocess."""
+    """``python -m servo_actors -l LEVEL -c CONFIG run``, a real subprocess; with ``metrics``, it
+    serves /metrics on a free loopback port (``settings.metrics.listen``)."""
 
     name = SERVO_ACTORS
 
-    def __init__(self, workdir: Path, log_level: str) -> None:
+    def __init__(self, workdir: Path, log_level: str, *, metrics: bool = False) -> None:
         self.workdir = workdir
         self.log_level = log_level.lower()
+        self.metrics = metrics
+        self.metrics_address: str | None = None
 
     def start(self, connectors: str, optimizer: BenchOptimizer) -> AgentProcess:
         config = self.workdir / f"servo-actors-{connectors}.yaml"
-        config.write_text(yaml.safe_dump(servo_actors_config(connectors, optimizer)))
+        settings = servo_actors_config(connectors, optimizer)
+        if self.metrics:
+            from servo_actors.actors.system import free_loopback_port
+
+            self.metrics_address = f"127.0.0.1:{free_loopback_port()}"
+            settings["settings"]["metrics"] = {"listen": self.metrics_address}
+        config.write_text(yaml.safe_dump(settings))
         env = _clean_env()
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         command = [sys.executable, "-m", "servo_actors", "-l", self.log_level, "-c", str(config), "run"]

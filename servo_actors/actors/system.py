@@ -44,7 +44,6 @@ from servo_actors.actors import lifeline, message_auth, processes
 from servo_actors.actors.thespian_internals import check_thespian
 from servo_actors.endpoints import Endpoint
 from servo_actors.errors import SupervisorError
-from servo_actors.observability import log_relay
 
 LOOPBACK = "127.0.0.1"
 TRANSMIT_TIMEOUT = timedelta(seconds=5)
@@ -229,9 +228,8 @@ def _session_leader_children() -> set[int]:
 
 
 def _log_definitions(run_dir: Path) -> dict[str, Any]:
-    """Thespian's logger process: connector logging goes to a file in the run directory, and to the
-    servo's stderr in its format when the servo logs there (``log_relay``)."""
-    definitions: dict[str, Any] = {
+    """Thespian's logger process: connector logging goes to a file in the run directory."""
+    return {
         "version": 1,
         "formatters": {"plain": {"format": "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"}},
         "handlers": {
@@ -244,11 +242,6 @@ def _log_definitions(run_dir: Path) -> dict[str, Any]:
         },
         "root": {"handlers": ["file"], "level": "INFO"},
     }
-    relay = log_relay.relay_handler_config()
-    if relay is not None:
-        definitions["handlers"]["servo"] = relay
-        definitions["root"]["handlers"].append("servo")
-    return definitions
 
 
 @contextlib.contextmanager

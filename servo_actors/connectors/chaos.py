@@ -253,7 +253,7 @@ class ChaosConnector(Connector):
         if fault.only_if_file and not os.path.exists(fault.only_if_file):
             return
         # Said before it happens: a drill's log shows which fault the next restart comes from.
-        log.warning("chaos: %s fault in %s (pid %d)", fault.action, operation, os.getpid())
+        log.info("chaos: %s fault in %s (pid %d)", fault.action, operation, os.getpid())
         getattr(self, f"_do_{fault.action}")(fault)
 
     def _do_sleep(self, fault: Fault) -> None:

@@ -25,7 +25,9 @@ from collections.abc import Iterable, Iterator
 
 from servo_actors.config.listen import parse_listen
 from servo_actors.config.models import MetricsConfig
-from servo_actors.observability import events
+
+# log_relay's module-level logger must exist before the servo forks its actor system (log_relay).
+from servo_actors.observability import events, log_relay
 from servo_actors.observability.health import HealthState, Verdict
 from servo_actors.observability.registry import ServoMetrics
 from servo_actors.observability.server import MetricsServer
@@ -68,4 +70,13 @@ def linger(config: MetricsConfig, server: MetricsServer | None, stop: threading.
     stop.wait(config.exit_linger)
 
 
-__all__ = ["HealthState", "MetricsServer", "ServoMetrics", "Verdict", "events", "serving"]
+__all__ = [
+    "HealthState",
+    "MetricsServer",
+    "ServoMetrics",
+    "Verdict",
+    "events",
+    "linger",
+    "log_relay",
+    "serving",
+]

@@ -164,15 +164,20 @@ def _result_posted(cmd: str, cmd_uid: str | None, param: dict[str, Any], active:
 
 def _cancelled(kind: str, cmd: str, cmd_uid: str | None, reply: Any, active: _Active | None) -> None:
     said = getattr(reply, "reason", None) or getattr(reply, "status", None)
-    where = "its result" if kind == "result" else "its progress"
-    log.info(
-        "optimizer answered %s to %s of %s %s: connectors restart fresh",
-        reply.status,
-        where,
-        cmd,
-        cmd_uid,
-        extra={"event": "cancel", "cmd": cmd, "cmd_uid": cmd_uid, "reason": said, "kind": kind},
-    )
+    fields = {"event": "cancel", "cmd": cmd, "cmd_uid": cmd_uid, "reason": said, "kind": kind}
+    # The runner's wording of old: tests and people grep for it.
+    if kind == "result":
+        log.info(
+            "optimizer cancelled %s %s after its result: restarting connectors", cmd, cmd_uid, extra=fields
+        )
+    else:
+        log.info(
+            "optimizer answered %s to progress of %s %s: stopping it",
+            reply.status,
+            cmd,
+            cmd_uid,
+            extra=fields,
+        )
     if active is not None:
         active.metrics.cancels.labels(kind).inc()
         active.health.command(None)
@@ -258,8 +263,11 @@ def connector_restarted(
 
 
 def escalated(connector: str, message: str) -> None:
-    """The supervisor gave up (restart intensity exceeded), naming the connector that crossed it."""
-    log.error(
+    """The supervisor gave up (restart intensity exceeded), naming the connector that crossed it.
+
+    INFO: whoever ends the run says so as an error (``run``: "stopping: ..."; the CLI: "error: ...").
+    """
+    log.info(
         "restart intensity exceeded: %s",
         message,
         extra={"event": "escalation", "connector": connector, "reason": "restart-intensity"},

@@ -1,19 +1,20 @@
 """Connector log lines in the servo's log, each with the connector's name, generation and PID.
 
-Every process of the actor system is forked from the servo and inherits its stderr, its log
-format (``logs.configured``) and the secrets to redact. Two halves:
+A connector's host process is forked (through Thespian's admin and the supervisor) from the servo:
+it inherits the servo's stderr, its log format (``logs.configured``) and the secrets to redact.
+``tag_records(name, generation)``, called once by the host when it starts:
 
-- ``tag_records(name, generation)``, called once by a connector's host when it starts, stamps
-  ``connector``, ``generation`` and ``pid`` on every record made in that process (a host runs one
-  connector generation, so a record factory is exact and costs nothing per call site), and gives
-  the process one ``RelayHandler``: each line is written to the servo's stderr by the process that
-  logs it, at once (the last line before a crash is not lost), in the servo's format (text or
-  JSON), redacted. Every line also goes on to Thespian's logger process and the run directory's
-  ``connectors.log``, whichever logger made it (``_forward_inherited_loggers``).
-- ``relay_handler_config()``: the same handler for Thespian's logger process (the dictConfig the
-  servo gives Thespian, ``system._log_definitions``), which writes the lines of the servo's own
-  code in the supervisor; Thespian's internal chatter stays in the run directory's logs. None when
-  the servo does not log to stderr itself (``logs.configure_logging`` never called: a library use).
+- stamps ``connector``, ``generation`` and ``pid`` on every record made in that process (a host
+  runs one connector generation, so a record factory is exact and costs nothing per call site);
+- gives the process a ``RelayHandler``: each line is written to the servo's stderr by the process
+  that logs it, at once (the last line before a crash is not lost), in the servo's format (text
+  with ``[name]`` before the logger, or JSON with the fields), redacted; only when the servo logs
+  to stderr itself (``logs.configure_logging`` called: the CLI; not a library use);
+- keeps sending every line to Thespian's logger process and the run directory's
+  ``connectors.log`` too, whichever logger made it (``_forward_inherited_loggers``).
+
+The supervisor's own lines stay in the run directory's logs: the servo logs the restarts and
+escalations they are about itself (``events``), with the stable fields.
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ from typing import Any
 
 from servo_actors import logs
 
-RELAYED_LOGGER_PREFIX = "servo_actors"
-"""Lines of loggers under this name are relayed even without a connector tag (supervisor, hosts)."""
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 CONNECTOR_TEXT_FORMAT = "%(asctime)s %(levelname)-7s [%(connector)s] %(name)s: %(message)s"
 
@@ -47,7 +46,7 @@ def tag_records(connector: str, generation: int) -> None:
         return record
 
     logging.setLogRecordFactory(tagged)
-    relay = _relay_handler(connector_lines=True)
+    relay = _relay_handler()
     _forward_inherited_loggers(None if relay is None else relay.level)
     if relay is not None:
         # Thespian's root refuses addHandler (it wants every line to go through its forwarder);
@@ -98,50 +97,24 @@ class _ConnectorTextFormatter(logging.Formatter):
         return super().format(record)
 
 
-def _connector_line(record: logging.LogRecord) -> bool:
-    return getattr(record, "connector", None) is not None
-
-
-def _servo_line(record: logging.LogRecord) -> bool:
-    # Connector lines are written by their own process; Thespian's own stay in the run directory.
-    return not _connector_line(record) and record.name.startswith(RELAYED_LOGGER_PREFIX)
-
-
 class RelayHandler(logging.Handler):
-    """The servo's stderr, the servo's format, redacted: in a connector's host (``connector_lines``)
-    or in Thespian's logger process (the servo's own lines from the supervisor)."""
+    """In a connector's host: the servo's stderr, the servo's format, redacted."""
 
-    def __init__(
-        self, log_format: str = "text", level: int | str = logging.INFO, *, connector_lines: bool = False
-    ) -> None:
+    def __init__(self, log_format: str = "text", level: int | str = logging.INFO) -> None:
         super().__init__(level)
         formatter = None if log_format == "json" else _ConnectorTextFormatter()
         self._stderr = logs.stderr_handler(log_format, formatter)
-        self.addFilter(_connector_line if connector_lines else _servo_line)
 
     def emit(self, record: logging.LogRecord) -> None:
         self._stderr.handle(record)
 
 
-def _relay_handler(*, connector_lines: bool) -> RelayHandler | None:
+def _relay_handler() -> RelayHandler | None:
     configured = logs.configured()
     if configured is None:
         return None
     level, log_format = configured
-    return RelayHandler(log_format, level.upper(), connector_lines=connector_lines)
+    return RelayHandler(log_format, level.upper())
 
 
-def relay_handler_config() -> dict[str, Any] | None:
-    """The dictConfig handler entry of ``RelayHandler`` for this process's logging, or None."""
-    configured = logs.configured()
-    if configured is None:
-        return None
-    level, log_format = configured
-    return {
-        "()": f"{__name__}.RelayHandler",
-        "log_format": log_format,
-        "level": level.upper(),
-    }
-
-
-__all__ = ["RelayHandler", "relay_handler_config", "tag_records"]
+__all__ = ["RelayHandler", "tag_records"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -103,17 +102,8 @@ def test_connector_lines_reach_the_servos_stderr_named_and_redacted(
     )
     with ServoRuntime(config) as runtime:
         runtime.run("describe")
-        # A line forwarded by another process arrives a moment later: wait for the last one.
-        err = ""
-        for _ in range(100):
-            err += capfd.readouterr().err
-            if (
-                "chatty describes" in err
-                and "exit fault in describe" in err
-                and "connector drill failed" in err
-            ):
-                break
-            time.sleep(0.05)
+        # Each process writes its lines itself, before it answers (or exits): all there by now.
+        err = capfd.readouterr().err
     assert TOKEN not in err
     if log_format == "text":
         assert f"[chatty] obs_test_connectors.chatty: chatty describes and says token {MASK}" in err
@@ -128,5 +118,3 @@ def test_connector_lines_reach_the_servos_stderr_named_and_redacted(
     assert all(isinstance(line["generation"], int) and isinstance(line["pid"], int) for line in chatty)
     drill = [line for line in lines if line["connector"] == "drill"]
     assert any("exit fault in describe" in line["message"] for line in drill)
-    # The supervisor's own lines come through Thespian's logger process, in the same format.
-    assert any("connector drill failed" in line["message"] for line in lines if line["connector"] is None)
