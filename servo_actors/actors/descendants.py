@@ -317,3 +317,17 @@ def sweep_until_clean(started: Iterable[int] | None, timeout: float = DRAIN_TIME
         if not left or time.monotonic() >= deadline:
             return left
         time.sleep(processes.KILL_POLL_INTERVAL)
+
+
+def unclaimed_children(
+    children: Iterable[processes.ProcStat], claimed: set[int], hosts: set[int] | None
+) -> list[int]:
+    """Live children of the supervisor that are no generation's known process and no host at all.
+
+    The supervisor's fallback when a generation's PID was never learnt: such a process is killed,
+    but never a host Thespian started (``hosts``: a sibling's fresh process, PID known or not);
+    with ``hosts`` unknown, nothing is.
+    """
+    if hosts is None:
+        return []
+    return [c.pid for c in children if c.alive and c.pid not in claimed and c.pid not in hosts]

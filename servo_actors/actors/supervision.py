@@ -31,6 +31,7 @@ The rules (Erlang/OTP's ``supervisor``, with ``restart_policy`` for the arithmet
 
 from __future__ import annotations
 
+import heapq
 import logging
 import random
 from collections import deque
@@ -157,7 +158,6 @@ class Supervision:
         self._intensity = RestartIntensity(self._settings.max_restarts, self._settings.period)
         self._children: list[_Child] = []
         self._started = False
-        self._owner: Any = None
         self._op: OperationInFlight | None = None
         self._ready_waiters: list[tuple[str, Any]] = []
         self._cancel_waiters: list[tuple[str, Any]] = []
@@ -165,7 +165,8 @@ class Supervision:
         self._failure: str | None = None
         self._next_generation = 0
         self._cancelled_ids: deque[str] = deque(maxlen=CANCELLED_IDS_KEPT)
-        self._wakeup_at: float | None = None
+        self._wakeups: list[float] = []
+        """Times of the wakeups asked for and not yet due (a heap)."""
         self._now = 0.0
         self._effects: list[Effect] = []
         self._handlers: dict[type, Callable[[Any], None]] = {
@@ -221,7 +222,7 @@ class Supervision:
     def _start(self, event: StartRequested) -> None:
         if self._started:
             return
-        self._started, self._owner = True, event.reply_to
+        self._started = True
         self._install(event.settings, event.children)
         self._ready_waiters.append((event.request_id, event.reply_to))
 
@@ -557,8 +558,8 @@ class Supervision:
 
     def _tick(self, _event: Tick) -> None:
         now = self._now
-        if self._wakeup_at is not None and now >= self._wakeup_at:
-            self._wakeup_at = None
+        while self._wakeups and self._wakeups[0] <= now:
+            heapq.heappop(self._wakeups)
         for child in self._children:
             if child.state == KILLING and now >= child.kill_check_at:
                 # No exit reported yet: look again (and kill again, should it still run).
@@ -633,10 +634,8 @@ class Supervision:
 
     def _schedule(self) -> None:
         due = self._next_due()
-        if due == NEVER:
-            return
-        # One wakeup pending at a time, unless an earlier one is needed (wakeups cannot be
-        # cancelled: a stale one is only a Tick with nothing to do).
-        if self._wakeup_at is None or due < self._wakeup_at:
-            self._wakeup_at = due
+        # A wakeup only if none is due by then: wakeups cannot be cancelled, so they must not pile
+        # up (a stale one is only a Tick with nothing to do).
+        if due != NEVER and (not self._wakeups or due < self._wakeups[0]):
+            heapq.heappush(self._wakeups, due)
             self._effects.append(ScheduleWakeup(due))

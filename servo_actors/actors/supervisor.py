@@ -35,7 +35,6 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -120,20 +119,6 @@ class _TickDue:
 @dataclass(frozen=True)
 class _RulesDue:
     """A wakeup the rules asked for (``ScheduleWakeup``)."""
-
-
-def unclaimed_children(
-    children: Iterable[processes.ProcStat], claimed: set[int], hosts: set[int] | None
-) -> list[int]:
-    """Live children of the supervisor that are no generation's known process and no host at all.
-
-    The fallback when a generation's PID was never learnt: such a process is killed, but never a
-    host Thespian started (``hosts``: a sibling's fresh process, PID known or not); with ``hosts``
-    unknown, nothing is.
-    """
-    if hosts is None:
-        return []
-    return [c.pid for c in children if c.alive and c.pid not in claimed and c.pid not in hosts]
 
 
 def _now() -> float:
@@ -383,7 +368,7 @@ class Supervisor(Actor):
             return False
         claimed = {p.pid for p in self._processes.values() if p.pid is not None}
         hosts = descendants.thespian_children(self)
-        strays = unclaimed_children(processes.children_of(os.getpid()), claimed, hosts)
+        strays = descendants.unclaimed_children(processes.children_of(os.getpid()), claimed, hosts)
         for pid in strays:
             descendants.kill_tree(pid)
         return not strays

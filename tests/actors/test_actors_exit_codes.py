@@ -7,8 +7,8 @@ import multiprocessing
 import os
 
 from servo_actors.actors import processes, system
+from servo_actors.actors.descendants import unclaimed_children
 from servo_actors.actors.processes import ProcStat
-from servo_actors.actors.supervisor import unclaimed_children
 
 
 def test_an_exit_code_belongs_to_one_process_not_to_its_pid() -> None:

@@ -366,6 +366,20 @@ def test_a_lost_exit_notice_of_a_kill_is_found_by_repeating_the_kill() -> None:
     assert isinstance(world.answer(cancel), m.Cancelled)
 
 
+def test_a_cancel_storm_does_not_pile_up_wakeups() -> None:
+    # Thespian cannot cancel a wakeup: the rules ask for one only when none is due by then.
+    world = trio()
+    most = 0
+    for _ in range(100):
+        request = world.begin("measure", Control(duration=30.0))
+        world.advance(0.01)
+        world.cancel(request)
+        world.advance(KILL_CHECK_FIRST)
+        world.ready_all()
+        most = max(most, world.pending_wakeups)
+    assert most <= 3, most
+
+
 def test_a_kill_is_checked_again_at_growing_intervals_until_the_process_is_gone() -> None:
     world = trio()
     world.lose_exit_notices = True

@@ -151,6 +151,11 @@ class SupervisionWorld:
             self.feed(Tick())
         self.now = end
 
+    @property
+    def pending_wakeups(self) -> int:
+        """Wakeups asked for and not delivered yet."""
+        return len(self._timers)
+
     def next_wakeup(self) -> float | None:
         return self._timers[0] if self._timers else None
 
