@@ -157,7 +157,7 @@ def test_cancel_storm_under_load(servo, optimizer, kit, cpu_load, tmp_path) -> N
         assert len(progress_cancels) <= 1, f"{where}: progress posts after a cancel"
         # Every reply to a progress post is read: a cancel in it is acted on, even one that came
         # back after the operation had finished.
-        read = f"cancel to its progress of {command['cmd']} {entry.cmd_uid}:" in proc.log()
+        read = f"cancel to progress of {command['cmd']} {entry.cmd_uid}:" in proc.log()
         assert read == cancel_on_progress, (
             f"{where}: cancel answered to progress {cancel_on_progress}, read {read}"
         )
