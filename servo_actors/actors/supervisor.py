@@ -121,6 +121,19 @@ class _RulesDue:
     """A wakeup the rules asked for (``ScheduleWakeup``)."""
 
 
+@dataclass(frozen=True)
+class _PollDue:
+    """Look at every process once the exit notices that arrived together have been read."""
+
+
+POLL_AFTER_NOTICE = 0.005
+"""Seconds from an exit notice to the look at every process it asks for (``_PollDue``).
+
+A cancel of N connectors brings N notices at once; looking at all N processes on each one cost
+N * N reads of ``/proc`` in the supervisor, the process every respawn waits on (about 15% of its
+CPU at 50 connectors). One look a few milliseconds after the first notice sees them all."""
+
+
 def _now() -> float:
     return time.monotonic()
 
@@ -146,6 +159,7 @@ class Supervisor(Actor):
         self._remote: RemoteHosts | None = None
         self._tick_token = 0
         self._tick_at = float("inf")
+        self._poll_due = False
 
     # ----- messages in -------------------------------------------------------------------------
 
@@ -163,14 +177,20 @@ class Supervisor(Actor):
                     self._tick()
             elif isinstance(msg.payload, _RulesDue):
                 self._feed(Tick())
+            elif isinstance(msg.payload, _PollDue):
+                self._poll_due = False
+                self._feed(*self._poll_processes())
         elif isinstance(msg, ChildActorExited):
             proc = self._by_address(msg.childAddress)
             # Thespian sends duplicates, and a stale address can compare equal to a fresh child's
             # not yet connected one: believe the notice only for a process known to be gone.
-            gone = []
             if proc is not None and proc.pid is not None and not self._running(proc):
-                gone.append(self._gone(proc))
-            self._feed(*gone, *self._poll_processes())
+                self._feed(self._gone(proc))
+            # Which process a notice is for is not always known (see above): look at them all,
+            # once for the notices that come together.
+            if not self._poll_due:
+                self._poll_due = True
+                self.wakeupAfter(timedelta(seconds=POLL_AFTER_NOTICE), _PollDue())
         elif isinstance(msg, m.Start):
             self._start(msg, sender)
         elif isinstance(msg, m.GetStatus):
