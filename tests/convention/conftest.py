@@ -33,6 +33,7 @@ from typing import Any
 import netns
 import pytest
 import yaml
+from waiting import stop_process
 
 MARKER_VAR = "SERVO_ACTORS_TEST_MARK"
 LEAK_GRACE = 8.0
@@ -166,13 +167,7 @@ class Tracked:
         return self.proc.wait(timeout)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(EXIT_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(EXIT_TIMEOUT)
+        stop_process(self.proc, EXIT_TIMEOUT)
         self._log.close()
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
-from waiting import wait_until
+from waiting import stop_process, wait_until
 
 from servo_actors.optimizer.server import OptimizerServer
 
@@ -85,13 +85,7 @@ class ServoProcess:
         return self.log_path.read_text()
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(EXIT_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(EXIT_TIMEOUT)
+        stop_process(self.proc, EXIT_TIMEOUT)
         self._log.close()
 
 
