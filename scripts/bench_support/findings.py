@@ -38,13 +38,16 @@ FINDINGS: dict[str, str] = {
         "the 4 connectors (see the actor runtime's section) and did not change."
     ),
     "idle_cpu_percent": (
-        "**What the idle CPU is made of.** Wakeups. The supervisor ticks every 0.25 s while an "
-        "operation or a start is in flight and every 1 s when idle (it checks that the owner and every "
-        "child are alive and that no deadline has passed): about 0.09 % of a core. Each connector host "
-        "checks its parent every 2 s as a fallback to the kernel's parent-death signal: about 0.03 % "
-        "per connector, so some 15 connectors fit under 0.5 %. About 0.35 ms of any wakeup is Thespian's "
-        "own. The servo's main thread wakes twice a second during a SLEEP (`SLEEP_SLICE` 0.5 s, to take "
-        "a SIGHUP reload): about 0.04 %. Thespian's admin and logger do not wake at all. servox's one "
+        "**What the idle CPU is made of.** Wakeups, most of them the watchdog's. The servo's main "
+        "thread wakes four times a second during a SLEEP (`SLEEP_SLICE` 0.25 s: a SIGHUP reload and "
+        "a dead supervisor, admin or logger are taken within a slice) and pings the supervisor every "
+        "`supervisor.liveness.interval` (1 s), which the supervisor answers; the supervisor also "
+        "ticks every 1 s when idle (it checks that the owner and every child are alive and that no "
+        "deadline has passed). Each connector host checks its parent every 2 s as a fallback to the "
+        "kernel's parent-death signal: about 0.02 % per connector. About 0.35 ms of any wakeup is "
+        "Thespian's own. Thespian's admin and logger do not wake at all. Until the watchdog landed "
+        "(2026-12-03) the main thread woke twice a second and nothing pinged: 0.37 % in all. A longer "
+        "`liveness.interval` buys idle CPU with a slower notice of a hung supervisor. servox's one "
         "process used no CPU at all during its SLEEP: its scheduler time did not move by a single "
         "nanosecond."
     ),
