@@ -34,6 +34,9 @@ class OperationInFlight:
     deadline: float
     dispatched: set[str] = field(default_factory=set)
     claimed: set[str] = field(default_factory=set)
+    progress_pending: m.Progress | None = None
+    """Progress merged since the last one was answered (``supervision.PROGRESS_INTERVAL``)."""
+    progress_sent_at: float = float("-inf")
 
     @property
     def request_id(self) -> str:

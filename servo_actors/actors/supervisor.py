@@ -28,10 +28,12 @@ lost (``ChildHostLost``), or no host can take it (``ChildUnplaced``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import logging
 import os
+import select
 import signal
 import time
 from collections import deque
@@ -39,7 +41,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from thespian.actors import Actor, ChildActorExited, PoisonMessage, WakeupMessage
+from thespian.actors import Actor, ChildActorExited, PoisonMessage, ThespianWatch, WakeupMessage, WatchMessage
 
 from servo_actors.actors import descendants, lifeline, processes, system
 from servo_actors.actors import messages as m
@@ -134,6 +136,18 @@ N * N reads of ``/proc`` in the supervisor, the process every respawn waits on (
 CPU at 50 connectors). One look a few milliseconds after the first notice sees them all."""
 
 
+SPAWNS_PER_TURN = 1
+"""Hosts forked per turn of the supervisor's message loop (the rest wait in a queue).
+
+Between two turns Thespian's transport reads and writes what is ready: the hosts forked so far
+connect and get their ``HostInit`` while the next ones are forked, so a cancel of N connectors is a
+pipeline. Forked all in one turn, every host waited for the last fork and then for the transport
+to catch up (50 connectors: the first host got its HostInit 430 ms after it was forked). The turn
+is a ``ThespianWatch`` on a pipe that is kept readable while spawns wait: Thespian delivers it
+after one pass of its select loop. (A wakeup would not do: Thespian skips the select when the
+next wakeup is already due, so queued spawns would run back to back with no I/O between them.)"""
+
+
 def _now() -> float:
     return time.monotonic()
 
@@ -160,15 +174,22 @@ class Supervisor(Actor):
         self._tick_token = 0
         self._tick_at = float("inf")
         self._poll_due = False
+        self._spawns: deque[Spawn] = deque()
+        """Spawns the rules asked for, not performed yet (``SPAWNS_PER_TURN``)."""
+        self._spawn_ready, self._spawn_signal = os.pipe()
+        os.set_blocking(self._spawn_signal, False)
+        self._sweep_due = False
+        """A host is gone since the last sweep: sweep once at the end of this message."""
 
     # ----- messages in -------------------------------------------------------------------------
 
-    def receiveMessage(self, msg: Any, sender: Any) -> None:
+    def receiveMessage(self, msg: Any, sender: Any) -> ThespianWatch | None:
         # Never raise: Thespian would retry the message and then return it as poison.
         try:
             self._receive(msg, sender)
         except Exception:
             _log.exception("supervisor failed on %r", msg)
+        return ThespianWatch([self._spawn_ready]) if self._spawns else None
 
     def _receive(self, msg: Any, sender: Any) -> None:
         if isinstance(msg, WakeupMessage):
@@ -180,6 +201,8 @@ class Supervisor(Actor):
             elif isinstance(msg.payload, _PollDue):
                 self._poll_due = False
                 self._feed(*self._poll_processes())
+        elif isinstance(msg, WatchMessage):
+            self._spawn_turn()
         elif isinstance(msg, ChildActorExited):
             proc = self._by_address(msg.childAddress)
             # Thespian sends duplicates, and a stale address can compare equal to a fresh child's
@@ -205,6 +228,10 @@ class Supervisor(Actor):
                 event = self._event_for(msg, sender)
                 if event is not None:
                     self._feed(event)
+        if self._sweep_due:
+            # Once for every host found gone while handling this message, not once each.
+            self._sweep_due = False
+            descendants.sweep(descendants.thespian_children(self))
         delay = self._tick_delay()
         if self._tick_at - _now() > delay:
             self._schedule_tick(delay)
@@ -288,7 +315,9 @@ class Supervisor(Actor):
         if isinstance(effect, Spawn):
             if self._remote is not None and self._remote.placed(effect.name):
                 return self._spawn_remote(effect)
-            return [self._spawn_process(effect)]
+            self._spawns.append(effect)
+            self._schedule_spawn_turn()
+            return []
         if isinstance(effect, Kill):
             return self._kill(effect)
         if isinstance(effect, SendToChild):
@@ -310,6 +339,25 @@ class Supervisor(Actor):
             descendants.sweep_until_clean(descendants.thespian_children(self))  # the servo may exit next
         return []
 
+    def _schedule_spawn_turn(self) -> None:
+        """Keep the spawn pipe readable while spawns wait (a host may have read it: it inherits it)."""
+        if self._spawns and not select.select([self._spawn_ready], [], [], 0)[0]:
+            with contextlib.suppress(BlockingIOError):
+                os.write(self._spawn_signal, b"s")
+
+    def _spawn_turn(self) -> None:
+        """Fork the next ``SPAWNS_PER_TURN`` queued hosts; the rest wait for the next turn."""
+        started = []
+        for _ in range(min(SPAWNS_PER_TURN, len(self._spawns))):
+            spawn = self._spawns.popleft()
+            try:
+                started.append(self._spawn_process(spawn))
+            except Exception:
+                # The rules' startup deadline recovers: a spawn that failed never answers.
+                _log.exception("supervisor could not start %s (generation %d)", spawn.name, spawn.generation)
+        self._schedule_spawn_turn()
+        self._feed(*started)
+
     def _spawn_process(self, spawn: Spawn) -> ChildStarted:
         """Fork a ConnectorHost for this generation and hand it its spec."""
         address = self.createActor(ConnectorHost)
@@ -320,6 +368,9 @@ class Supervisor(Actor):
         return ChildStarted(spawn.name, spawn.generation, pid)
 
     def _kill(self, kill: Kill) -> list[Event]:
+        queued = next((s for s in self._spawns if s.generation == kill.generation), None)
+        if queued is not None:
+            self._spawns.remove(queued)  # never forked: nothing to kill
         proc = self._processes.get(kill.generation)
         if proc is None:  # already reported gone (or never started): the rules ignore a repeat
             return [ChildExited(kill.name, kill.generation, None)]
@@ -414,7 +465,7 @@ class Supervisor(Actor):
         code = system.pop_exit_code(proc.pid, proc.started)
         if code is None and proc.pid is not None:
             code = processes.exit_status_nowait(proc.pid)
-        descendants.sweep(descendants.thespian_children(self))
+        self._sweep_due = True
         return ChildExited(proc.name, proc.generation, code)
 
     def _poll_processes(self) -> list[Event]:

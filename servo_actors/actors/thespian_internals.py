@@ -51,6 +51,9 @@ INTERNALS: tuple[Internal, ...] = (
     ),
     Internal(_TCP, "LISTEN_DEPTH", why="the listen queue"),
     Internal(_TCP, "TCPTransport.__init__", ("LISTEN_DEPTH",), "the listen queue"),
+    Internal(
+        _TCP, "TCPTransport.interrupt_wait", ("_checkChildren", "_shutdownSignalled"), "one wake-up per child check"
+    ),
     # message_auth.patch_transport
     Internal(_TCP, "ReceiveBuffer", why="message authentication"),
     Internal(_TCP, "toSendBuffer", why="message authentication"),

@@ -168,6 +168,31 @@ def test_two_cancels_in_a_row_and_a_cancel_during_startup_are_fine(start_runtime
     assert runtime.run("check").ok
 
 
+def test_a_cancel_while_fresh_hosts_wait_to_be_forked_forks_each_connector_once(start_runtime, kit) -> None:
+    # The supervisor forks one host per turn of its loop (the rest wait in a queue), so a second
+    # cancel arrives while most of the first one's hosts are not forked yet: those must never be.
+    runtime = start_runtime(*(kit.chaos(f"c{i}") for i in range(12)))
+    supervisor = runtime.status().supervisor_pid
+    before = set(kit.pids(runtime).values())
+    runtime._system.tell(runtime._supervisor, m.Cancel("first"))
+    runtime._system.tell(runtime._supervisor, m.Cancel("second"))
+    runtime.cancel()
+    assert set(kit.states(runtime).values()) == {"ready"}
+    pids = kit.pids(runtime)
+    assert not set(pids.values()) & before
+    # Exactly one live host per connector: none forked for a spawn the later cancel dropped.
+    hosts = kit.wait_for(
+        lambda: (
+            found := sorted(s.pid for s in processes.children_of(supervisor) if processes.is_running(s.pid))
+        )
+        == sorted(pids.values())
+        and found,
+        timeout=5,
+    )
+    assert len(hosts) == 12
+    assert runtime.run("check").ok
+
+
 def test_cancel_during_a_restart_backoff_restarts_at_once(start_runtime, kit, tmp_path: Path) -> None:
     switch = tmp_path / "crash"
     crash = {"action": "exit", "exit_code": 1, "only_if_file": str(switch)}

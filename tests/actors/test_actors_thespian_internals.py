@@ -69,3 +69,26 @@ def test_the_cli_says_what_is_missing_in_one_line_and_exits_1(monkeypatch, run_c
     assert result.stderr.startswith("error: Thespian is not as servo-actors needs it"), result.stderr
     assert "TCPTransport.TCPTransport._check_XMIT_4_done is missing (needed for message authentication)" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_sigchld_wakeups_are_one_per_pending_check() -> None:
+    # Thespian's SIGCHLD handler connects to its own listen socket to wake its select loop; the
+    # patch skips the call while a check is already pending (its connection is still queued).
+    from servo_actors.actors.system import _coalescing_interrupt_wait
+
+    connections = []
+
+    def original(transport, signal_shutdown=False, check_children=False):  # as TCPTransport's
+        transport._shutdownSignalled |= signal_shutdown
+        transport._checkChildren |= check_children
+        connections.append((signal_shutdown, check_children))
+
+    interrupt_wait = _coalescing_interrupt_wait(original)
+    transport = type("Transport", (), {"_checkChildren": False, "_shutdownSignalled": False})()
+    for _ in range(50):  # 50 children killed at once
+        interrupt_wait(transport, check_children=True)
+    assert connections == [(False, True)]
+    transport._checkChildren = False  # the loop accepted the connection and ran the check
+    interrupt_wait(transport, check_children=True)
+    interrupt_wait(transport, signal_shutdown=True)  # a shutdown always wakes it
+    assert connections == [(False, True), (False, True), (True, False)]

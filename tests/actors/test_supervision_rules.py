@@ -13,7 +13,7 @@ from supervision_world import KILLED, RUNTIME, SupervisionWorld, child_spec
 
 from servo_actors.actors import messages as m
 from servo_actors.actors.results import ConnectorOutcome
-from servo_actors.actors.supervision import KILL_CHECK_FIRST, KILL_CHECK_MAX
+from servo_actors.actors.supervision import KILL_CHECK_FIRST, KILL_CHECK_MAX, PROGRESS_INTERVAL
 from servo_actors.actors.supervision_events import (
     ChildExited,
     ChildReplied,
@@ -503,6 +503,47 @@ def test_progress_is_forwarded_only_for_the_current_operation() -> None:
     world.reply("a", request)
     world.report_progress("a", request, 90)  # its part is done
     assert [(p.request_id, p.percent, p.connector) for p in world.progress] == [(request, 50, "a")]
+
+
+def test_progress_is_merged_to_one_answer_per_interval_keeping_the_highest_percent() -> None:
+    world = trio()
+    request = world.begin("measure")
+    world.report_progress("a", request, 10)  # the first goes at once
+    world.report_progress("b", request, 40)
+    world.report_progress("c", request, 30)  # lower than b's: merged away
+    assert [(p.percent, p.connector) for p in world.progress] == [(10, "a")]
+    world.advance(PROGRESS_INTERVAL / 2)
+    assert len(world.progress) == 1
+    world.advance(PROGRESS_INTERVAL)  # the wakeup the rules asked for brings the merged one
+    assert [(p.percent, p.connector) for p in world.progress] == [(10, "a"), (40, "b")]
+    world.advance(PROGRESS_INTERVAL * 5)  # nothing new: nothing sent, no wakeup left
+    assert len(world.progress) == 2
+    assert world.pending_wakeups <= 1  # only the operation's deadline
+    world.report_progress("c", request, 60)  # an interval has passed: at once
+    assert [p.percent for p in world.progress] == [10, 40, 60]
+
+
+def test_a_flood_of_progress_sends_at_most_one_answer_per_interval() -> None:
+    world = trio()
+    request = world.begin("measure")
+    steps = 1000
+    for step in range(steps):  # 1000 reports over one second, from all three
+        world.report_progress("abc"[step % 3], request, step / 10)
+        world.advance(1.0 / steps)
+    assert len(world.progress) <= 1.0 / PROGRESS_INTERVAL + 1
+    world.advance(PROGRESS_INTERVAL)
+    assert world.progress[-1].percent == (steps - 1) / 10  # the last (highest) is not lost
+
+
+def test_merged_progress_is_dropped_once_the_operation_is_answered() -> None:
+    world = started(child_spec("a"))
+    request = world.begin("measure")
+    world.report_progress("a", request, 10)
+    world.report_progress("a", request, 20)  # merged, waiting for the interval
+    world.reply("a", request)
+    world.advance(PROGRESS_INTERVAL * 2)
+    assert [p.percent for p in world.progress] == [10]  # the answer came first: no progress after it
+    assert world.answer(request).result.status == "ok"
 
 
 def test_an_adjust_of_a_component_nobody_owns_is_rejected() -> None:
