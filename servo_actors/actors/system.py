@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import logging
 import os
 import socket
@@ -41,7 +40,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from servo_actors.actors import lifeline, message_auth, processes
+from servo_actors.actors import lifeline, message_auth, processes, thespian_patches
 from servo_actors.actors.thespian_internals import check_thespian
 from servo_actors.endpoints import Endpoint
 from servo_actors.errors import SupervisorError
@@ -75,7 +74,7 @@ _patched = False
 
 def _patch_thespian() -> None:
     """Loopback-only listen binds, exit-code capture, short transmit timeout, deeper listen queue,
-    authenticated messages.
+    authenticated messages, and the cheaper paths of ``thespian_patches``.
 
     Checks the Thespian internals first (SupervisorError naming what is missing), every time: the
     patches are applied once, but a later start must not run on internals that changed since.
@@ -122,27 +121,8 @@ def _patch_thespian() -> None:
     # still busy forking the others: at Thespian's 100 the queue overflows with ~50 connectors,
     # and a dropped handshake costs a one-second TCP retransmission.
     tcp_transport.LISTEN_DEPTH = LISTEN_BACKLOG
-    tcp_transport.TCPTransport.interrupt_wait = _coalescing_interrupt_wait(tcp_transport.TCPTransport.interrupt_wait)
+    thespian_patches.install()
     _patched = True
-
-
-def _coalescing_interrupt_wait(original: Any) -> Any:
-    """Thespian's SIGCHLD handler, once per pending check rather than once per signal.
-
-    Each call opens a connection to this process's own listen socket, only to wake its select
-    loop, and that loop accepts one connection per pass. A cancel of 50 connectors brought 50
-    signals, so 50 wake-up connections queued ahead of the fresh hosts' first messages, and every
-    host waited ~0.2 s to be heard. While a check is pending its connection is still queued, and
-    the check it leads to sees every child that died since: no second one is needed.
-    """
-
-    @functools.wraps(original)
-    def interrupt_wait(self: Any, signal_shutdown: bool = False, check_children: bool = False) -> None:
-        if check_children and not signal_shutdown and self._checkChildren:
-            return
-        original(self, signal_shutdown=signal_shutdown, check_children=check_children)
-
-    return interrupt_wait
 
 
 def sessions_started() -> tuple[int, ...]:

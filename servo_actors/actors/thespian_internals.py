@@ -1,7 +1,7 @@
 """Start-up self-check: the Thespian internals this servo patches or reads are all still there.
 
 The runtime patches and reads parts of Thespian 4.0.1 that are not its public API (system.py,
-message_auth.py). With another version, or an installation someone patched, a missing attribute
+message_auth.py, thespian_patches.py). With another version, or an installation someone patched, a missing attribute
 would not fail loudly: a patch would not take (messages unauthenticated, sockets on 0.0.0.0), or a
 lookup would quietly return nothing (child PIDs unknown). ``check_thespian`` runs before the
 first actor system starts and raises a SupervisorError naming everything that is not as expected.
@@ -51,9 +51,13 @@ INTERNALS: tuple[Internal, ...] = (
     ),
     Internal(_TCP, "LISTEN_DEPTH", why="the listen queue"),
     Internal(_TCP, "TCPTransport.__init__", ("LISTEN_DEPTH",), "the listen queue"),
+    # thespian_patches
     Internal(
         _TCP, "TCPTransport.interrupt_wait", ("_checkChildren", "_shutdownSignalled"), "one wake-up per child check"
     ),
+    Internal("thespian.system.transport", "ReceiveEnvelope.identify", why="log lines formatted only when logged"),
+    Internal("thespian.system.transport", "ReceiveEnvelope.__str__", ("identify",), "log lines formatted only when logged"),
+    Internal("thespian.system.transport", "TransmitIntent.identify", why="log lines formatted only when logged"),
     # message_auth.patch_transport
     Internal(_TCP, "ReceiveBuffer", why="message authentication"),
     Internal(_TCP, "toSendBuffer", why="message authentication"),
