@@ -147,10 +147,13 @@ def contain_self(mode: str) -> CgroupKind | None:
         return None
     target = kind.host_dir(os.getsid(0), os.getpid())
     try:
-        if target.is_dir():  # left by a dead host whose PID this one reuses: not ours to keep
+        try:
+            os.mkdir(target)
+        except FileExistsError:  # left by a dead host whose PID this one reuses: not ours to keep
             kill(kind, target, freeze=True)
-        target.mkdir(parents=True, exist_ok=True)
-        (target / "cgroup.procs").write_text("0\n")
+        except FileNotFoundError:  # the first host of this actor system makes the session's
+            target.mkdir(parents=True, exist_ok=True)
+        write_control(target / "cgroup.procs", "0\n")
     except OSError as exc:
         _log.warning("no %s cgroup for this connector (%s); relying on the subreaper", kind.name, exc)
         with contextlib.suppress(OSError):
@@ -159,16 +162,34 @@ def contain_self(mode: str) -> CgroupKind | None:
     return kind
 
 
+def write_control(path: Path, text: str) -> None:
+    """Write a cgroup control file in one system call (raises OSError, FileNotFoundError if the
+    cgroup is gone)."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
 def members(directory: Path) -> list[int]:
     return [int(word) for word in read_text(directory / "cgroup.procs").split() if word.isdigit()]
 
 
-def kill(kind: CgroupKind, directory: Path, *, freeze: bool) -> None:
-    """SIGKILL every process in ``directory`` (a host cgroup); gone in an instant with cgroup v2."""
+def kill(kind: CgroupKind, directory: Path, *, freeze: bool) -> bool:
+    """SIGKILL every process in ``directory`` (a host cgroup); gone in an instant with cgroup v2.
+
+    False when there is no such cgroup (the host never made one, or it is removed already)."""
     if kind.name == "cgroup-v2":
-        with contextlib.suppress(OSError):
-            (directory / "cgroup.kill").write_text("1\n")
-        return
+        try:
+            write_control(directory / "cgroup.kill", "1\n")
+        except FileNotFoundError:
+            return False
+        except OSError:
+            pass  # it exists: the members are killed one by one by the caller
+        return True
+    if not directory.is_dir():
+        return False
     state = directory / "freezer.state"
     frozen = False
     if freeze:
@@ -183,6 +204,7 @@ def kill(kind: CgroupKind, directory: Path, *, freeze: bool) -> None:
     if frozen:
         with contextlib.suppress(OSError):
             state.write_text("THAWED\n")  # the kills are delivered as the processes thaw
+    return True
 
 
 def remove(directory: Path) -> bool:

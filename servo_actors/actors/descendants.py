@@ -224,13 +224,12 @@ def kill_tree(pid: int) -> None:
 
     Non-blocking and safe to repeat.
     """
-    stat = processes.proc_stat(pid)
-    sid = stat.sid if stat is not None else os.getsid(0)
+    # A host made its cgroup in the session it was started in, ours (should its connector have
+    # moved it to a session of its own since, the cgroup is still named by ours).
+    sid = os.getsid(0)
     contained = False
     for kind in cgroups.available_kinds():
-        directory = kind.host_dir(sid, pid)
-        if directory.is_dir():
-            cgroups.kill(kind, directory, freeze=False)
+        if cgroups.kill(kind, kind.host_dir(sid, pid), freeze=False):
             contained = True
     members = [] if contained or _subreaper else tree(pid)
     processes.kill_pids([pid])
