@@ -31,7 +31,8 @@ import pickle
 import queue
 import signal
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -187,6 +188,37 @@ class _ConnectorCalls:
         raise ValueError(f"unknown operation {call.operation!r}")
 
 
+@dataclass(frozen=True)
+class ForkedWith:
+    """What a host is for, known before it is forked (see ``forking``)."""
+
+    spec: m.ChildSpec
+    generation: int
+    supervisor_pid: int
+
+
+_forked_with: ForkedWith | None = None
+"""Set by the supervisor around its ``createActor`` (``forking``), so inherited by the fork."""
+
+
+@contextlib.contextmanager
+def forking(spec: m.ChildSpec, generation: int) -> Iterator[None]:
+    """Around ``createActor(ConnectorHost)``: the forked host knows its spec from its first moment.
+
+    It then moves into its cgroup and starts its connector at once, while its ``HostInit`` is on
+    the way (which it still needs: to know it is wanted, and whom to answer). Joining a cgroup waits
+    for the kernel (an RCU grace period, ~10 ms on a busy machine), and waiting for the HostInit
+    takes about as long: done one after the other, they were most of a fresh connector's startup.
+    A host forked without it (by a member agent) starts at its HostInit, as before.
+    """
+    global _forked_with
+    _forked_with = ForkedWith(spec, generation, os.getpid())
+    try:
+        yield
+    finally:
+        _forked_with = None
+
+
 class ConnectorHost(Actor):
     """Hosts one connector (see module docstring). Created and driven only by the Supervisor."""
 
@@ -218,6 +250,11 @@ class ConnectorHost(Actor):
         self._busy: str | None = None
         self._work: queue.SimpleQueue[tuple[str, Callable[[], tuple[Any, ...]]]] | None = None
         self._worker: threading.Thread | None = None
+        early = _forked_with
+        if early is not None:
+            if self._parent_pid != early.supervisor_pid:  # it died between fork and prctl
+                os.killpg(0, signal.SIGKILL)
+            self._begin(early.spec, early.generation)
 
     # ----- actor thread ------------------------------------------------------------------------
 
@@ -246,23 +283,32 @@ class ConnectorHost(Actor):
             self._check_parent()
 
     def _init(self, msg: m.HostInit, sender: Any) -> None:
-        if self._spec is not None:
+        if self._supervisor is not None:
             return
         if os.getppid() != msg.supervisor_pid:
             # The supervisor died between fork and prctl: nobody will ever kill this process.
             os.killpg(0, signal.SIGKILL)
         reply_to = getattr(msg, "reply_to", None)  # a member's host answers the leader's supervisor
-        self._spec, self._generation = msg.spec, msg.generation
         self._supervisor = reply_to if reply_to is not None else sender
-        log_relay.tag_records(msg.spec.name, msg.generation)  # its log lines name it in the servo's log
+        self.wakeupAfter(PARENT_CHECK_INTERVAL)
+        if self._spec is None:
+            self._begin(msg.spec, msg.generation)
+        elif (self._spec.name, self._generation) != (msg.spec.name, msg.generation):
+            os.killpg(0, signal.SIGKILL)  # forked for another child than it is told: never reused
+        else:
+            self._drain()  # its startup may be over already: answer now
+
+    def _begin(self, spec: m.ChildSpec, generation: int) -> None:
+        """Become ``spec``'s host: contain this process, then start the connector (on the worker)."""
+        self._spec, self._generation = spec, generation
+        log_relay.tag_records(spec.name, generation)  # its log lines name it in the servo's log
         # Before any connector code runs: whatever it starts stays in this host's cgroup, and
         # names this host in its environment.
         descendants.mark_environment()
         try:
-            cgroups.contain_self(msg.spec.descendant_tracking)
+            cgroups.contain_self(spec.descendant_tracking)
         except ValueError as exc:
             _log.warning("connector %s: %s; relying on the subreaper", self._name, exc)
-        self.wakeupAfter(PARENT_CHECK_INTERVAL)
         self._start_worker("startup", self._startup_work)
 
     def _call(self, msg: m.HostCall) -> None:
@@ -296,6 +342,8 @@ class ConnectorHost(Actor):
         with contextlib.suppress(BlockingIOError):
             while os.read(self._wake_r, 4096):
                 pass
+        if self._supervisor is None:
+            return  # started before its HostInit: what the worker posted waits for it (``_init``)
         with self._progress_lock:
             progress, self._progress = self._progress, None
         if progress is not None:

@@ -45,7 +45,7 @@ from thespian.actors import Actor, ChildActorExited, PoisonMessage, ThespianWatc
 
 from servo_actors.actors import descendants, lifeline, processes, system
 from servo_actors.actors import messages as m
-from servo_actors.actors.host import ConnectorHost
+from servo_actors.actors.host import ConnectorHost, forking
 from servo_actors.actors.remote_hosts import (
     HostLost,
     Placeable,
@@ -360,7 +360,8 @@ class Supervisor(Actor):
 
     def _spawn_process(self, spawn: Spawn) -> ChildStarted:
         """Fork a ConnectorHost for this generation and hand it its spec."""
-        address = self.createActor(ConnectorHost)
+        with forking(spawn.spec, spawn.generation):
+            address = self.createActor(ConnectorHost)
         pid = system.child_pid(self, address)
         started = processes.start_ticks(pid) if pid is not None else None
         self._processes[spawn.generation] = ChildProcess(spawn.name, spawn.generation, address, pid, started)
