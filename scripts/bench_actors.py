@@ -279,6 +279,11 @@ def report(
         f"{floor['empty_cpu_ms']:.1f} ms. With {SIZES[-1]} connectors that is "
         f"{SIZES[-1] * per_connector / cores:.0f} ms on {cores} idle cores before any other job gets a turn; "
         "the p99 above it is the machine's other load.",
+        "- A cancel is a pipeline: the supervisor forks one host per turn of its message loop, and between "
+        "turns the hosts already forked connect, join their cgroup and start their connector (a host knows "
+        "its connector from the fork, so that overlaps its HostInit's trip). Progress is merged to one "
+        "message per 0.1 s, so nothing queues ahead of the HostInit messages in Thespian's window of 20 "
+        "sends in flight.",
         f"- PSS is the private memory of each host plus its share of what it maps with the other processes. "
         f"A host has {floor['real_private_mb']:.1f} MB private; an empty one {floor['empty_private_mb']:.1f} MB "
         "(CPython 3.11 writes to the reference count of every object it touches, so each forked process "
