@@ -195,6 +195,8 @@ class ForkedWith:
     spec: m.ChildSpec
     generation: int
     supervisor_pid: int
+    private_fds: tuple[int, ...] = ()
+    """The supervisor's own descriptors, closed by the host at once (a connector must not touch them)."""
 
 
 _forked_with: ForkedWith | None = None
@@ -202,7 +204,7 @@ _forked_with: ForkedWith | None = None
 
 
 @contextlib.contextmanager
-def forking(spec: m.ChildSpec, generation: int) -> Iterator[None]:
+def forking(spec: m.ChildSpec, generation: int, private_fds: tuple[int, ...] = ()) -> Iterator[None]:
     """Around ``createActor(ConnectorHost)``: the forked host knows its spec from its first moment.
 
     It then moves into its cgroup and starts its connector at once, while its ``HostInit`` is on
@@ -212,7 +214,7 @@ def forking(spec: m.ChildSpec, generation: int) -> Iterator[None]:
     A host forked without it (by a member agent) starts at its HostInit, as before.
     """
     global _forked_with
-    _forked_with = ForkedWith(spec, generation, os.getpid())
+    _forked_with = ForkedWith(spec, generation, os.getpid(), private_fds)
     try:
         yield
     finally:
@@ -254,6 +256,9 @@ class ConnectorHost(Actor):
         if early is not None:
             if self._parent_pid != early.supervisor_pid:  # it died between fork and prctl
                 os.killpg(0, signal.SIGKILL)
+            for fd in early.private_fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
             self._begin(early.spec, early.generation)
 
     # ----- actor thread ------------------------------------------------------------------------

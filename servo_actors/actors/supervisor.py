@@ -189,7 +189,10 @@ class Supervisor(Actor):
             self._receive(msg, sender)
         except Exception:
             _log.exception("supervisor failed on %r", msg)
-        return ThespianWatch([self._spawn_ready]) if self._spawns else None
+        if not self._spawns:
+            return None
+        self._keep_spawn_turn_due()
+        return ThespianWatch([self._spawn_ready])
 
     def _receive(self, msg: Any, sender: Any) -> None:
         if isinstance(msg, WakeupMessage):
@@ -315,8 +318,7 @@ class Supervisor(Actor):
         if isinstance(effect, Spawn):
             if self._remote is not None and self._remote.placed(effect.name):
                 return self._spawn_remote(effect)
-            self._spawns.append(effect)
-            self._schedule_spawn_turn()
+            self._spawns.append(effect)  # forked in a later turn (receiveMessage)
             return []
         if isinstance(effect, Kill):
             return self._kill(effect)
@@ -339,9 +341,9 @@ class Supervisor(Actor):
             descendants.sweep_until_clean(descendants.thespian_children(self))  # the servo may exit next
         return []
 
-    def _schedule_spawn_turn(self) -> None:
-        """Keep the spawn pipe readable while spawns wait (a host may have read it: it inherits it)."""
-        if self._spawns and not select.select([self._spawn_ready], [], [], 0)[0]:
+    def _keep_spawn_turn_due(self) -> None:
+        """Keep the spawn pipe readable while spawns wait (looked at after every message)."""
+        if not select.select([self._spawn_ready], [], [], 0)[0]:
             with contextlib.suppress(BlockingIOError):
                 os.write(self._spawn_signal, b"s")
 
@@ -355,12 +357,11 @@ class Supervisor(Actor):
             except Exception:
                 # The rules' startup deadline recovers: a spawn that failed never answers.
                 _log.exception("supervisor could not start %s (generation %d)", spawn.name, spawn.generation)
-        self._schedule_spawn_turn()
         self._feed(*started)
 
     def _spawn_process(self, spawn: Spawn) -> ChildStarted:
         """Fork a ConnectorHost for this generation and hand it its spec."""
-        with forking(spawn.spec, spawn.generation):
+        with forking(spawn.spec, spawn.generation, (self._spawn_ready, self._spawn_signal)):
             address = self.createActor(ConnectorHost)
         pid = system.child_pid(self, address)
         started = processes.start_ticks(pid) if pid is not None else None
