@@ -77,9 +77,10 @@ each time up to ``WAIT_SLICE``: a ``cancel`` from a prompt optimizer is acted on
 and a slow one costs a handful of wakeups (the operation's wait cannot be woken by the reply)."""
 KILL_CONFIRM_WAIT = 1.0
 """Longest the loop waits, after a cancel, for the supervisor to confirm the kills went out."""
-SLEEP_SLICE = 0.25
-"""Longest a SLEEP waits before it looks for a SIGHUP reload and at the actor system's health (a
-stop ends it at once)."""
+SLEEP_SLICE = 5.0
+"""Longest a SLEEP waits in one go. It wakes sooner: at once for a signal (a stop, a SIGHUP reload)
+or the death of a process of the actor system, and whenever the watchdog must look again (about
+every ``supervisor.liveness.interval``): see ``ServoRuntime.idle_wait``."""
 TICK_INTERVAL = 0.25
 """Longest the loop waits on a request to the optimizer (HELLO, WHATS_NEXT, a result, the open
 progress post) before it ticks the watchdog again: a lost actor system is noticed within this plus
@@ -178,7 +179,7 @@ class Runner:
     def request_stop(self, reason: str = "shutdown") -> None:
         """End the run as a signal would, with GOODBYE ``reason`` (safe from any thread)."""
         self._stop_reason = reason
-        self.signals.stop.set()
+        self.signals.stop.set()  # wakes a SLEEP too
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -429,18 +430,23 @@ class Runner:
             raise
 
     def _sleep(self, seconds: float) -> None:
+        assert self.runtime is not None
         deadline = time.monotonic() + seconds
         while not self.signals.stop.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
-            self.signals.stop.wait(min(remaining, SLEEP_SLICE))
+            wake = self.signals.wake_fd
+            self.runtime.idle_wait(min(remaining, SLEEP_SLICE), () if wake is None else (wake,))
+            self.signals.drain_wake()
+            if self.signals.stop.is_set():
+                return
             if self.signals.take_reload():
                 self._reload()
             # A death during a long SLEEP is healed now, not when the SLEEP ends; a supervisor that
             # gave up (restart intensity) ends the run now too.
             self._heal()
-            if self.runtime is not None and self.runtime.failure is not None:
+            if self.runtime.failure is not None:
                 raise self.runtime.failure
 
     def _reload(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import select
 import signal
 import time
 from collections.abc import Iterable
@@ -164,6 +165,31 @@ def exit_status_nowait(pid: int) -> int | None:
     if info.si_code == os.CLD_EXITED:
         return info.si_status
     return -info.si_status
+
+
+def wait_for_exit_or(pids: Iterable[int], fds: Iterable[int], timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for one of ``pids`` to end or one of ``fds`` to be readable.
+
+    Through pidfds (Linux 5.3+), so an exit ends the wait at once; a PID already gone ends it
+    before it begins. Returns False, without waiting, where this kernel or Python has no pidfds:
+    the caller must then look for exits itself.
+    """
+    if not hasattr(os, "pidfd_open"):
+        return False
+    opened: list[int] = []
+    try:
+        for pid in pids:
+            try:
+                opened.append(os.pidfd_open(pid))
+            except ProcessLookupError:
+                return True
+            except OSError:  # ENOSYS: a kernel without them
+                return False
+        select.select([*opened, *fds], [], [], max(0.0, timeout))
+    finally:
+        for fd in opened:
+            os.close(fd)
+    return True
 
 
 def exit_description(code: int | None) -> str:

@@ -38,13 +38,14 @@ import functools
 import itertools
 import logging
 import os
+import select
 import shutil
 import tempfile
 import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -610,6 +611,22 @@ class ServoRuntime:
                 break
             self._receive(message)
         self._check_liveness(force=True)
+
+    def idle_wait(self, seconds: float, wake_fds: Iterable[int] = ()) -> None:
+        """Wait up to ``seconds`` with nothing in flight (a SLEEP); ``poll`` after it.
+
+        Ends at once when a watched process of the actor system ends (a pidfd) or one of
+        ``wake_fds`` is readable (a signal), and at the latest when the watchdog must look again
+        (a ping, its deadline, a stopped process's: ``Watchdog.next_check``), so an idle servo
+        wakes about once per ``supervisor.liveness.interval`` instead of every few hundred ms.
+        Without pidfds (Linux < 5.3) it waits at most ``LIVENESS_INTERVAL`` between looks.
+        """
+        now = time.monotonic()
+        pids = list(self._watchdog.watched.values()) if self._system is not None and self._lost is None else []
+        until_check = self._watchdog.next_check(now) - now
+        if pids and processes.wait_for_exit_or(pids, wake_fds, min(seconds, until_check)):
+            return
+        select.select(list(wake_fds), [], [], max(0.0, min(seconds, LIVENESS_INTERVAL)))
 
     @property
     def current(self) -> Operation | None:

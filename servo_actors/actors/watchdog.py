@@ -64,9 +64,23 @@ class Watchdog:
         return self._ping[0] if self._ping else None
 
     def answered(self, request_id: str, now: float) -> None:
-        """An answer to ``request_id`` arrived: if it was the ping, the next is due an interval later."""
+        """An answer to ``request_id`` arrived: if it was the ping, the next is due an interval after
+        it went out (at once if the answer was read later than that: a SLEEP reads it late)."""
         if self._ping is not None and self._ping[0] == request_id:
-            self._ping, self._next_ping = None, now + self.interval
+            self._ping, self._next_ping = None, max(now, self._ping[1] + self.interval)
+
+    def next_check(self, now: float) -> float:
+        """The latest moment of the next look (``verdict``, a ping) for the bounds above to hold,
+        provided a death wakes the caller at once: the outstanding ping's deadline, the next ping,
+        a stopped process's deadline, and never more than ``interval`` away (to see a stop begin)."""
+        due = now + self.interval
+        if self._ping is not None:
+            due = min(due, self._ping[1] + self.timeout)
+        elif "supervisor" in self.watched:
+            due = min(due, self._next_ping)
+        for since in self._stopped_since.values():
+            due = min(due, since + self.timeout)
+        return max(now, due)
 
     def stopped(self, role: str) -> bool:
         """Whether ``role``'s process was stopped at the last verdict."""

@@ -64,8 +64,25 @@ def test_pings_go_out_one_at_a_time_every_interval() -> None:
     assert dog.ping_id == "ping-1"
     dog.answered("ping-1", 0.2)
     assert dog.ping_id is None
-    assert not dog.ping_due(1.1)
-    assert dog.ping_due(1.2)
+    assert not dog.ping_due(0.9)
+    assert dog.ping_due(1.0)  # an interval after the last went out
+    dog.ping_sent("ping-2", 1.0)
+    dog.answered("ping-2", 2.5)  # read late (a SLEEP looks every interval): the next is due at once
+    assert dog.ping_due(2.5)
+
+
+def test_the_next_check_is_the_earliest_moment_a_verdict_or_a_ping_can_change() -> None:
+    dog = watched(interval=1.0, timeout=3.0)
+    assert dog.next_check(0.0) == 0.0  # a ping is due now
+    dog.ping_sent("ping-1", 0.0)
+    assert dog.next_check(0.5) == 1.5  # at most an interval apart, to see a process stop
+    dog.answered("ping-1", 0.5)
+    assert dog.next_check(0.5) == 1.0  # the next ping
+    dog.ping_sent("ping-2", 1.0)
+    dog.verdict(1.2, table(admin="T").get)  # the admin stopped
+    assert dog.next_check(1.2) == 2.2
+    assert dog.next_check(3.9) == 4.0  # the ping's deadline (sent at 1.0, timeout 3)
+    assert dog.verdict(4.0, table(admin="T").get) is not None
 
 
 def test_an_unanswered_ping_is_lost_after_the_timeout() -> None:
