@@ -39,9 +39,11 @@ FINDINGS: dict[str, str] = {
     ),
     "idle_cpu_percent": (
         "**What the idle CPU is made of.** Wakeups, most of them the watchdog's. The servo's main "
-        "thread wakes four times a second during a SLEEP (`SLEEP_SLICE` 0.25 s: a SIGHUP reload and "
-        "a dead supervisor, admin or logger are taken within a slice) and pings the supervisor every "
-        "`supervisor.liveness.interval` (1 s), which the supervisor answers; the supervisor also "
+        "thread sleeps on events during a SLEEP (a signal through a wake pipe, the death of the "
+        "supervisor, admin or logger through pidfds) and wakes on its own only when the watchdog must "
+        "look: about once every `supervisor.liveness.interval` (1 s), to read the last ping's answer "
+        "and send the next, which the supervisor answers (until 2026-12-04 it also woke every 0.25 s "
+        "to look for a reload or a death: 0.63-0.67 % in all); the supervisor also "
         "ticks every 1 s when idle (it checks that the owner and every child are alive and that no "
         "deadline has passed). Each connector host checks its parent every 2 s as a fallback to the "
         "kernel's parent-death signal: about 0.02 % per connector. About 0.35 ms of any wakeup is "

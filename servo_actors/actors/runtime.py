@@ -24,7 +24,8 @@ kills whatever is left.
 The runtime watches its own actor system (``watchdog.py``): the supervisor, Thespian's admin and
 logger are checked by PID and state, and the supervisor is pinged every
 ``supervisor.liveness.interval`` seconds. A process that dies is noticed at the next check (within
-``LIVENESS_INTERVAL`` while waiting, within a progress or sleep slice otherwise); one that is
+``LIVENESS_INTERVAL`` while waiting, within a progress slice otherwise, at once in ``idle_wait``:
+it waits on pidfds of those processes); one that is
 stopped or stops answering, within ``interval + timeout``. Then the system is ``lost``: it is
 killed at once, the operation in flight resolves ``failed`` with reason ``supervisor-lost``, and
 ``reboot`` starts a fresh one (the runner decides how often, see ``supervisor.microreboots``).
