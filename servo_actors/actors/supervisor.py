@@ -136,7 +136,7 @@ N * N reads of ``/proc`` in the supervisor, the process every respawn waits on (
 CPU at 50 connectors). One look a few milliseconds after the first notice sees them all."""
 
 
-SPAWNS_PER_TURN = 2
+SPAWNS_PER_TURN = 1
 """Hosts forked per turn of the supervisor's message loop (the rest wait in a queue).
 
 Between two turns Thespian's transport reads and writes what is ready: the hosts forked so far
@@ -145,9 +145,7 @@ pipeline. Forked all in one turn, every host waited for the last fork and then f
 to catch up (50 connectors: the first host got its HostInit 430 ms after it was forked). The turn
 is a ``ThespianWatch`` on a pipe that is kept readable while spawns wait: Thespian delivers it
 after one pass of its select loop. (A wakeup would not do: Thespian skips the select when the
-next wakeup is already due, so queued spawns would run back to back with no I/O between them.)
-Measured at 50 connectors: 2 or 4 per turn about 2 % faster than 1 (a pass of Thespian's loop costs
-about 1 ms with 50 hosts); 2 keeps the pipeline short."""
+next wakeup is already due, so queued spawns would run back to back with no I/O between them.)"""
 
 
 def _now() -> float:
