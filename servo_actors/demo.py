@@ -13,7 +13,6 @@ import contextlib
 import math
 import os
 import select
-import signal
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ from typing import Any
 import requests
 import yaml
 
+from servo_actors.actors import processes
 from servo_actors.config import ServoConfig
 from servo_actors.errors import ServoError
 from servo_actors.runner import Runner
@@ -292,13 +292,7 @@ def _optimizer_process(plan: Path, state_file: Path):  # type: ignore[no-untyped
     try:
         yield _read_url(process)
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(OPTIMIZER_STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(OPTIMIZER_STOP_TIMEOUT)
+        processes.stop_child(process, OPTIMIZER_STOP_TIMEOUT)
         for stream in (process.stdout, process.stderr):
             if stream is not None:
                 stream.close()

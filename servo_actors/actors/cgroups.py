@@ -179,14 +179,13 @@ def members(directory: Path) -> list[int]:
 def kill(kind: CgroupKind, directory: Path, *, freeze: bool) -> bool:
     """SIGKILL every process in ``directory`` (a host cgroup); gone in an instant with cgroup v2.
 
-    False when there is no such cgroup (the host never made one, or it is removed already)."""
+    False when nothing was killed this way: there is no such cgroup (the host never made one, or it
+    is removed already) or it refused the write (the caller then kills by process tree)."""
     if kind.name == "cgroup-v2":
         try:
             write_control(directory / "cgroup.kill", "1\n")
-        except FileNotFoundError:
-            return False
         except OSError:
-            pass  # it exists: the members are killed one by one by the caller
+            return False
         return True
     if not directory.is_dir():
         return False

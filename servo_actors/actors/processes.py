@@ -12,6 +12,7 @@ import functools
 import os
 import select
 import signal
+import subprocess
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -190,6 +191,18 @@ def wait_for_exit_or(pids: Iterable[int], fds: Iterable[int], timeout: float) ->
         for fd in opened:
             os.close(fd)
     return True
+
+
+def stop_child(proc: subprocess.Popen, timeout: float) -> None:
+    """SIGTERM ``proc`` (a process this one started) and wait; SIGKILL it if it outlives ``timeout``."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout)
 
 
 def exit_description(code: int | None) -> str:

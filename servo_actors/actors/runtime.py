@@ -724,7 +724,7 @@ class ServoRuntime:
         if problem is not None:
             self._lose(problem)
             return
-        if self._watchdog.ping_due(now) and not self._watchdog.stopped("supervisor"):
+        if self._watchdog.ping_due(now):
             request = m.GetStatus(self._new_id("ping"))
             self._watchdog.ping_sent(request.request_id, now)
             with contextlib.suppress(SupervisorLost):

@@ -54,7 +54,12 @@ class Watchdog:
         self._ping, self._next_ping = None, 0.0
 
     def ping_due(self, now: float) -> bool:
-        return self._ping is None and now >= self._next_ping and "supervisor" in self.watched
+        return self._pinging() and now >= self._next_ping
+
+    def _pinging(self) -> bool:
+        """Pings go out: none outstanding, and the supervisor known and not stopped (it could not
+        answer; its stop has its own deadline)."""
+        return self._ping is None and "supervisor" in self.watched and not self.stopped("supervisor")
 
     def ping_sent(self, request_id: str, now: float) -> None:
         self._ping = (request_id, now)
@@ -76,7 +81,7 @@ class Watchdog:
         due = now + self.interval
         if self._ping is not None:
             due = min(due, self._ping[1] + self.timeout)
-        elif "supervisor" in self.watched:
+        elif self._pinging():
             due = min(due, self._next_ping)
         for since in self._stopped_since.values():
             due = min(due, since + self.timeout)

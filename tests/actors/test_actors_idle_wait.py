@@ -58,9 +58,7 @@ def test_the_death_of_a_watched_process_ends_an_idle_wait_at_once(start_runtime,
     assert runtime.lost is not None and "died" in str(runtime.lost)
 
 
-def test_an_idle_wait_wakes_for_a_signal_and_otherwise_only_when_the_watchdog_must_look(
-    start_runtime, kit
-) -> None:
+def test_an_idle_wait_wakes_on_its_own_only_when_the_watchdog_must_look(start_runtime, kit) -> None:
     runtime = start_runtime(kit.chaos("a"))  # liveness interval 1 s
     runtime.poll()
     wakeups, began = 0, time.monotonic()

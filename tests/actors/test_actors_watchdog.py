@@ -85,6 +85,15 @@ def test_the_next_check_is_the_earliest_moment_a_verdict_or_a_ping_can_change() 
     assert dog.verdict(4.0, table(admin="T").get) is not None
 
 
+def test_no_ping_is_due_while_the_supervisor_is_stopped_but_its_deadline_is() -> None:
+    dog = watched(interval=1.0, timeout=3.0)
+    assert dog.verdict(0.0, table(supervisor="T").get) is None
+    assert not dog.ping_due(0.5)  # it could not answer
+    assert dog.next_check(0.5) == 1.5  # not "now": an idle wait must not spin while it is stopped
+    assert dog.next_check(2.6) == 3.0  # the stop's deadline
+    assert dog.verdict(3.0, table(supervisor="T").get) is not None
+
+
 def test_an_unanswered_ping_is_lost_after_the_timeout() -> None:
     dog = watched(interval=1.0, timeout=3.0)
     dog.ping_sent("ping-1", 5.0)

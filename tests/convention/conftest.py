@@ -33,7 +33,8 @@ from typing import Any
 import netns
 import pytest
 import yaml
-from waiting import stop_process
+
+from servo_actors.actors import processes
 
 MARKER_VAR = "SERVO_ACTORS_TEST_MARK"
 LEAK_GRACE = 8.0
@@ -167,7 +168,7 @@ class Tracked:
         return self.proc.wait(timeout)
 
     def stop(self) -> None:
-        stop_process(self.proc, EXIT_TIMEOUT)
+        processes.stop_child(self.proc, EXIT_TIMEOUT)
         self._log.close()
 
 

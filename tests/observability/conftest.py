@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import requests
 import yaml
-from waiting import stop_process, wait_until
+from waiting import wait_until
 
 from servo_actors.actors import processes
 from servo_actors.optimizer.scripted import ScriptedDriver
@@ -94,7 +94,7 @@ class ServoProcess:
         return self.proc.wait(timeout)
 
     def stop(self) -> None:
-        stop_process(self.proc, EXIT_TIMEOUT)
+        processes.stop_child(self.proc, EXIT_TIMEOUT)
         self._log.close()
 
 

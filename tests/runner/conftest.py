@@ -23,8 +23,9 @@ from typing import Any
 
 import pytest
 import yaml
-from waiting import stop_process, wait_until
+from waiting import wait_until
 
+from servo_actors.actors import processes
 from servo_actors.optimizer.server import OptimizerServer
 
 MARKER_VAR = "SERVO_ACTORS_TEST_MARK"
@@ -85,7 +86,7 @@ class ServoProcess:
         return self.log_path.read_text()
 
     def stop(self) -> None:
-        stop_process(self.proc, EXIT_TIMEOUT)
+        processes.stop_child(self.proc, EXIT_TIMEOUT)
         self._log.close()
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
@@ -21,15 +19,3 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not met within {timeout} s")
         time.sleep(interval)
-
-
-def stop_process(proc: subprocess.Popen, timeout: float) -> None:
-    """SIGTERM ``proc`` (a process the test started) and wait; SIGKILL it if it outlives ``timeout``."""
-    if proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout)
