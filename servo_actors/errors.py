@@ -54,4 +54,6 @@ class ConnectorError(ServoError):
 
 
 class SupervisorError(ServoError):
-    """The supervisor gave up: restart intensity exceeded, or the actor system failed."""
+    """The supervisor could not be run: its actor system was lost (SupervisorLost), it did not
+    answer, or microreboots exceeded their intensity. (A connector past its restart intensity is
+    not one: it is marked failed and the others go on.)"""

@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 from servo_actors import USER_AGENT, __version__, observability
 from servo_actors.actors import Operation, OperationResult, ServoRuntime
 from servo_actors.actors.restart_policy import RestartIntensity
+from servo_actors.actors.results import NOT_UP_REASONS
 from servo_actors.actors.runtime import LOST_REASON, SupervisorLost
 from servo_actors.config import ServoConfig
 from servo_actors.connectors import Control
@@ -164,7 +165,7 @@ class Runner:
             if not started:
                 log.info("stopped (%s) while the connectors were starting", self._stop_name())
                 return 0
-            events.connectors_ready(spec.name for spec in self.config.connectors)
+            self._connectors_started()
             self.client = self._new_client(self.config)
             return self._serve()
         finally:
@@ -207,8 +208,8 @@ class Runner:
         except StopRequested:
             pass
         except SupervisorError as exc:
-            # The supervisor gave up on a connector (restart intensity), or the servo's own actor
-            # system keeps getting lost (microreboot intensity): no hot loop, stop.
+            # The servo's own actor system keeps getting lost (microreboot intensity): no hot loop,
+            # stop. (A connector past its restart intensity is marked failed; the loop goes on.)
             log.error("stopping: %s", exc)
             events.run_ended(str(exc))
             self.runtime.stop()
@@ -218,6 +219,21 @@ class Runner:
         self.runtime.stop()
         self._goodbye(self._stop_name())
         return 0
+
+    def _connectors_started(self) -> None:
+        """The connectors answered or are known not to be up: the probes and metrics say which."""
+        assert self.runtime is not None
+        names = [spec.name for spec in self.config.connectors]
+        events.connectors_ready(names)
+        not_up = self.runtime.not_up_why
+        if not_up:
+            listed = "; ".join(f"{name} ({why})" for name, why in sorted(not_up.items()))
+            log.warning(
+                "serving the optimizer without connectors that are not up: %s; their parts of each "
+                "command fail naming them while the supervisor keeps restarting them",
+                listed,
+            )
+            events.connectors_not_up(names, self.runtime.not_up)
 
     def _stop_name(self) -> str:
         return self._stop_reason or self.signals.stop_signal or "shutdown"
@@ -249,7 +265,7 @@ class Runner:
                 lost = again
                 continue
             log.info("microreboot done in %.2fs: fresh connectors answer", time.monotonic() - started)
-            events.connectors_ready(spec.name for spec in self.config.connectors)
+            self._connectors_started()
             return True
 
     def _dispatch(self, command: Command) -> None:
@@ -491,6 +507,16 @@ class Runner:
             return
         if not started:
             raise StopRequested(self._stop_name())
+        not_up = runtime.not_up_why
+        if not_up:
+            listed = "; ".join(f"{name} ({why})" for name, why in sorted(not_up.items()))
+            log.error(
+                "configuration reload from %s failed, keeping the running connectors: not up: %s",
+                source,
+                listed,
+            )
+            runtime.stop()
+            return
         old, self.runtime = self.runtime, runtime
         old.stop()
         events.reloaded(spec.name for spec in new.connectors)
@@ -542,11 +568,29 @@ def result_param(
     returned. One that breaks the protocol becomes a ``failed`` result naming what is wrong; values
     that cannot be JSON (NaN, infinity) are dropped and said so (``measurement_result``)."""
     cmd_uid = command.cmd_uid
+    failure = None
     if result.status != "ok":
         # failure_result makes any status and reason valid, keeping the original words.
-        return failure_result(
+        failure = failure_result(
             event, cmd_uid, status=result.status, reason=result.reason, message=result.message
         )
+        if result.reason not in NOT_UP_REASONS or event == "ADJUSTMENT" or not result.data:
+            return failure
+    param = _data_param(event, command, result, requested, described_metrics)
+    if failure is not None and param.get("status") == "ok":
+        # Partial: what the connectors that are up have, under the failure naming those that are not.
+        param.update(failure)
+    return param
+
+
+def _data_param(
+    event: str,
+    command: Command,
+    result: OperationResult,
+    requested: list[str] | None,
+    described_metrics: dict[str, Any] | None,
+) -> dict[str, Any]:
+    cmd_uid = command.cmd_uid
     try:
         data = result.data if isinstance(result.data, dict) else {}
         if event == "DESCRIPTION":

@@ -8,7 +8,7 @@ supervisor has already replaced are dropped.
 
 Flow: runtime -> Supervisor (``Start``, ``Begin``, ``Cancel``, ``Reconfigure``, ``Stop``,
 ``GetStatus``); Supervisor -> runtime (``Ready``, ``Progress``, ``Done``, ``Cancelled``,
-``Stopped``, ``Status``, ``SupervisorFailed``); Supervisor <-> ConnectorHost (``Host*``).
+``Stopped``, ``Status``, ``ConnectorFailed``); Supervisor <-> ConnectorHost (``Host*``).
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ class SupervisorSettings:
     backoff_jitter: float = 0.2
     operation_grace: float = 30.0
     startup_timeout: float = 30.0
+    failed_retry: float = 300.0
     convention: Any = None
     """``convention.ConventionSettings`` when connectors may run on member systems, else None."""
 
@@ -67,6 +68,14 @@ class ChildStatus:
     restarts: int
     where: str | None = None
     """Where it runs: None here; a member system's ``HOST:PORT``, or what it waits for (placed)."""
+    down_reason: str | None = None
+    """Why it is not up while its starts fail: ``start-timeout`` or ``crash-loop`` (None once up)."""
+    down_why: str = ""
+    """While ``down_reason`` is set: the latest failure in words (``its start failed (...)``)."""
+    history: tuple[tuple[int, str], ...] = ()
+    """Its latest restarts, oldest first: ``(generation started, reason)``, at most
+    ``supervision.RESTART_HISTORY`` of them, so every restart is counted once by whoever reads
+    listings (``restart_ledger``), however many fall between two of them."""
 
 
 # ----- runtime -> Supervisor ---------------------------------------------------------------------
@@ -137,14 +146,14 @@ class GetStatus:
 
 @dataclass(frozen=True)
 class Ready:
-    """Every child answered (or settled down for good) after ``Start``/``Reconfigure``."""
+    """Every child answered after ``Start``/``Reconfigure``, or is known not to be up (a start of
+    it failed: ``ChildStatus.down_reason``; or it is down, failed or waiting for a host). A child
+    that hangs in its start is known at ``startup_timeout``: that bounds this answer."""
 
     request_id: str
     children: tuple[ChildStatus, ...]
     supervisor_pid: int
     session_id: int
-    failure: str | None = None
-    """Set when the supervisor gave up: the answer itself says so, whatever order messages take."""
 
 
 @dataclass(frozen=True)
@@ -165,8 +174,6 @@ class Done:
 class Cancelled:
     request_id: str
     children: tuple[ChildStatus, ...]
-    failure: str | None = None
-    """As ``Ready.failure``."""
 
 
 @dataclass(frozen=True)
@@ -180,14 +187,14 @@ class Status:
     children: tuple[ChildStatus, ...]
     supervisor_pid: int
     session_id: int
-    failure: str | None
     tracked_addresses: int = 0
     """Child addresses Thespian still tracks in the supervisor (stays near the number of children)."""
 
 
 @dataclass(frozen=True)
-class SupervisorFailed:
-    """Restart intensity exceeded: the supervisor killed every child and gave up (terminal)."""
+class ConnectorFailed:
+    """Restart intensity exceeded for ``connector``: the supervisor marked it failed and goes on
+    with the others (it is tried again every ``failed_retry``). Not terminal."""
 
     connector: str
     message: str

@@ -19,6 +19,12 @@ STATUS_SEVERITY = ("ok", "rejected", "aborted", "failed", "cancelled")
 """Statuses from best to worst; an aggregate takes the worst of its parts."""
 NOT_INVOLVED = "not-involved"
 """Reason of an adjust part whose connector owns none of the requested components (dropped)."""
+START_TIMEOUT, CRASH_LOOP, HOST_UNAVAILABLE = "start-timeout", "crash-loop", "host-unavailable"
+NOT_UP_REASONS = (START_TIMEOUT, CRASH_LOOP, HOST_UNAVAILABLE)
+"""Reasons of the part of a connector that is not up: its start passed ``startup_timeout``; it
+raised or exited while starting (or kept crashing); no host can take it. An operation with such a
+part is ``failed`` and still carries what the connectors that are up produced (README, "Partial
+results"); an ADJUST none of whose components belongs to it leaves that part out."""
 
 
 @dataclass

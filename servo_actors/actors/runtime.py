@@ -195,6 +195,7 @@ def supervisor_settings(config: ServoConfig) -> m.SupervisorSettings:
         backoff_jitter=sup.restart_backoff.jitter,
         operation_grace=sup.operation_grace,
         startup_timeout=sup.startup_timeout,
+        failed_retry=sup.failed_retry,
         convention=convention_settings(config),
     )
 
@@ -221,7 +222,6 @@ class ServoRuntime:
         self._system: ActorSystemHandle | None = None
         self._supervisor: Any = None
         self._op: Operation | None = None
-        self._failure: SupervisorError | None = None
         self._children: tuple[m.ChildStatus, ...] = ()
         self._supervisor_pid: int | None = None
         self._polled_at = 0.0
@@ -258,10 +258,13 @@ class ServoRuntime:
         return self._system.session_id if self._system else None
 
     def start(self, *, stop: threading.Event | None = None, patient: bool = False) -> bool:
-        """Start the actor system, the supervisor and every connector; True once all answered.
+        """Start the actor system, the supervisor and every connector; True once each answered or
+        is known not to be up (its start failed: raised, exited or passed ``startup_timeout``;
+        ``not_up`` names them, and the supervisor keeps restarting them): so within about
+        ``startup_timeout``, whatever the connectors do.
 
-        Raises SupervisorError when a connector cannot be started (restart intensity exceeded, or
-        not ready within the connectors' startup budget); nothing is left running then. With
+        Raises SupervisorError when the supervisor does not answer within that budget; nothing is
+        left running then. With
         ``patient`` there is no budget: the wait goes on while the supervisor keeps restarting the
         connectors (and answers its liveness pings), with a warning every budget. With ``stop``,
         the wait ends within ``STOP_CHECK`` of it being set: False, and nothing is left running.
@@ -271,7 +274,7 @@ class ServoRuntime:
         # In convention mode: on supervisor.convention.listen, with the shared key (convention.py);
         # read first, so an unusable secret file (ConfigError) leaves nothing behind.
         options = system_options(self._config)
-        self._failure, self._op, self._supervisor_pid, self._lost = None, None, None, None
+        self._op, self._supervisor_pid, self._lost = None, None, None
         self._answers.clear()
         self._watchdog.reset()
         self._restarts.reset()
@@ -315,7 +318,9 @@ class ServoRuntime:
         return self.start(stop=stop, patient=True)
 
     def _startup_budget(self) -> float:
-        return self._settings.startup_timeout * max(1, len(self._specs)) + START_MARGIN
+        # Connectors start all at once, and the supervisor answers once each is up or known not to
+        # be (a start that failed, at the latest at startup_timeout): one timeout, not one each.
+        return self._settings.startup_timeout + START_MARGIN
 
     def _await_ready(
         self, request_id: str, what: str, *, stop: threading.Event | None = None, patient: bool = False
@@ -323,8 +328,6 @@ class ServoRuntime:
         """Wait for the supervisor's ``Ready``; False if ``stop`` was set first."""
         budget = self._startup_budget()
         reply = self._await_long(request_id, budget, what, stop=stop, patient=patient)
-        if self._failure is not None:
-            raise self._failure
         if reply is None:
             if stop is not None and stop.is_set():
                 return False
@@ -363,7 +366,7 @@ class ServoRuntime:
             reply = self._await(request_id, min(STOP_CHECK, max(0.0, warn_at - now)))
             if reply is not None:
                 return reply
-            if self._lost is not None or self._failure is not None or self._system is None:
+            if self._lost is not None or self._system is None:
                 return None
             if stop is not None and stop.is_set():
                 return None
@@ -433,7 +436,7 @@ class ServoRuntime:
         """
         self._require_running()
         specs, settings = child_specs(config), supervisor_settings(config)
-        self._config, self._specs, self._settings, self._failure = config, specs, settings, None
+        self._config, self._specs, self._settings = config, specs, settings
         self._declared = DeclaredTimes(specs)
         request = m.Reconfigure(self._new_id("reconfigure"), settings, specs)
         self._tell(request)
@@ -519,11 +522,11 @@ class ServoRuntime:
     def finish_cancel(self, request: CancelRequest, stop: threading.Event | None = None) -> bool:
         """Wait for the fresh connectors after ``begin_cancel``; True once they answer.
 
-        There is no budget: a fresh connector that does not come up is the supervisor's to kill
-        and start again (counted against restart intensity, which ends in a terminal failure), so
-        the wait goes on while the supervisor lives and answers, with a warning every
-        ``startup_timeout`` plus a margin. It ends at once (True) when the system is lost or the
-        supervisor gives up: the caller finds out from ``lost``/``failure``. With ``stop``, it ends
+        The supervisor answers once each fresh connector answers or is known not to be up (its
+        start failed: at the latest at ``startup_timeout``), so this wait is bounded by the
+        connectors' start-up; a warning goes out every ``startup_timeout`` plus a margin should it
+        last longer. It ends at once (True) when the system is lost: the caller finds out from
+        ``lost``/``failure``. With ``stop``, it ends
         early (False) once that is set: a servo told to exit does not wait for connectors it is
         about to kill anyway.
         """
@@ -531,7 +534,7 @@ class ServoRuntime:
         warn_at = time.monotonic() + budget
         started = time.monotonic()
         while not self.wait_cancel(request, STOP_CHECK):
-            if self._lost is not None or self._failure is not None or self._system is None:
+            if self._lost is not None or self._system is None:
                 return True
             if stop is not None and stop.is_set():
                 return False
@@ -558,8 +561,7 @@ class ServoRuntime:
             # Nothing left to kill: the lost system went with everything in it.
             request.done = True
             return request
-        self._require_running(allow_failed=True)
-        self._restarts.cancel_sent()
+        self._require_running()
         try:
             self._tell(m.Cancel(request.request_id, op.request_id if op is not None else None))
         except SupervisorLost:
@@ -588,13 +590,25 @@ class ServoRuntime:
 
     @property
     def failure(self) -> SupervisorError | None:
-        """Set once the supervisor gave up (restart intensity exceeded: the servo must stop, exit 1),
-        or once the actor system was lost (``lost``: a ``reboot`` may bring it back)."""
+        """Set once the actor system was lost (``lost``: a ``reboot`` may bring it back). A connector
+        past its restart intensity is not a failure of the runtime: it is marked failed, the others
+        go on (``not_up``). Reading this polls the system at most every FAILURE_POLL_INTERVAL."""
         now = time.monotonic()
-        if self._failure is None and self.started and now - self._polled_at >= FAILURE_POLL_INTERVAL:
+        if self._lost is None and self.started and now - self._polled_at >= FAILURE_POLL_INTERVAL:
             self._polled_at = now
             self.poll()
-        return self._failure or self._lost
+        return self._lost
+
+    @property
+    def not_up(self) -> dict[str, str]:
+        """Connectors that are not up now, with why (``start-timeout``, ``crash-loop``, ``failed``,
+        ``waiting``), as of the latest listing from the supervisor."""
+        return self._restarts.not_up()
+
+    @property
+    def not_up_why(self) -> dict[str, str]:
+        """As ``not_up``, each with its latest failure in words (for logs and errors)."""
+        return self._restarts.not_up_why()
 
     @property
     def lost(self) -> SupervisorLost | None:
@@ -636,7 +650,7 @@ class ServoRuntime:
 
     def status(self, timeout: float = STATUS_TIMEOUT) -> m.Status:
         """Every connector's state, PID and generation, straight from the supervisor."""
-        self._require_running(allow_failed=True)
+        self._require_running()
         request = m.GetStatus(self._new_id("status"))
         self._tell(request)
         reply = self._await(request.request_id, timeout)
@@ -675,15 +689,11 @@ class ServoRuntime:
     def _new_id(kind: str) -> str:
         return f"{kind}-{os.getpid()}-{next(_ids)}"
 
-    def _require_running(self, *, allow_failed: bool = False) -> None:
+    def _require_running(self) -> None:
         if self._lost is not None:
             raise self._lost
         if not self.started or self._supervisor is None:
             raise SupervisorError("the connector runtime is not running")
-        # Only a failure already received: polling here would cost every call a millisecond, and
-        # a supervisor that has failed answers any request with that failure anyway.
-        if not allow_failed and self._failure is not None:
-            raise self._failure
 
     def _await(self, request_id: str, timeout: float) -> Any:
         """The answer to ``request_id`` (kept if it came early); None after ``timeout`` or once the
@@ -761,6 +771,8 @@ class ServoRuntime:
         if message is not None:
             events.actor_system_answered()
             self._restarts.seen(message)
+            if isinstance(message, (m.Ready, m.Status, m.Cancelled)):
+                events.connectors_not_up((spec.name for spec in self._specs), self._restarts.not_up())
         op = self._op
         if isinstance(message, (m.Ready, m.Status)):
             self._supervisor_pid = message.supervisor_pid
@@ -780,15 +792,10 @@ class ServoRuntime:
                 op.result = message.result
                 events.operation_finished(op.operation, time.monotonic() - op.started)
             # A result of an operation no longer current: nobody waits for it.
-        elif isinstance(message, m.SupervisorFailed):
-            self._failure = SupervisorError(message.message)
         elif message is not None and isinstance(getattr(message, "request_id", None), str):
             # An answer (Ready, Cancelled, Stopped, Status): kept until asked for, since it may
             # arrive before the message its asker waits for first.
             request_id = message.request_id
-            failure = getattr(message, "failure", None)
-            if failure and self._failure is None:  # its SupervisorFailed may come after it
-                self._failure = SupervisorError(failure)
             if request_id == self._watchdog.ping_id:
                 self._watchdog.answered(request_id, time.monotonic())
                 return

@@ -8,16 +8,27 @@ process, a socket or the clock, so every rule is tested on a fake clock without 
 
 The rules (Erlang/OTP's ``supervisor``, with ``restart_policy`` for the arithmetic):
 
-- Children start in order, each once the one before it has answered (or settled for good).
+- Children start independently, all at once: a healthy connector never waits behind a sick one.
+  ``Ready`` (and a cancel's ``Cancelled``) is answered once every child is up or known not to be:
+  a child whose start failed (it raised, exited, or passed ``startup_timeout``) carries a
+  ``down_reason`` (``start-timeout``, ``crash-loop``) until it is up, and nobody waits for it. So
+  a start is answered within ``startup_timeout``, whatever the connectors do.
 - An exit nobody asked for, a startup that raises, or a startup that takes longer than
   ``startup_timeout`` is a crash: the child restarts if its restart type says so (permanent;
-  transient after an abnormal exit; temporary never), with the siblings the strategy names,
-  after a backoff that grows while it keeps crashing. Each such restart counts against restart
-  intensity: more than ``max_restarts`` within ``period`` and the supervisor kills everything and
-  gives up (``Escalate``, terminal). Nothing else ends it: a child that never answers is killed
-  and started again, a lost exit notice is found by repeating the kill, and a cancel at any
-  moment (during a start, a restart, a backoff, another cancel) kills what runs and starts
-  everything fresh.
+  transient after an abnormal exit; temporary never), after a backoff that grows while it keeps
+  crashing; a crash of a child that was up takes the siblings its strategy names with it (a failed
+  start takes none: they cannot share state with a connector that never started).
+- Restart intensity is counted per child, OTP's rule in both of its forms: more than
+  ``max_restarts`` restarts within ``period``, or more than ``max_restarts`` failed starts in a row
+  (whatever their pace: a start-up timeout cannot outrun a count of restarts), and the child is
+  marked FAILED (``Escalate``, not terminal): no process, its parts fail at once naming why, one
+  fresh start every ``failed_retry`` seconds, and the others carry on. Nothing else ends a child:
+  a lost exit notice is found by repeating the kill, and a cancel at any moment (during a start,
+  a restart, a backoff, another cancel) kills what runs and starts it fresh.
+- A child that is not up when an operation begins: one starting for the first time (or fresh
+  after a cancel) is waited for, within the operation's deadline; one whose starts fail
+  (``down_reason``) or that is FAILED has its part failed at once with that reason. Every restart
+  is recorded in the child's ``history`` with its reason, one entry per new generation.
 - Kills the supervisor orders itself (cancel, deadline, stop) are not crashes: no backoff, no
   count. An operation's deadline is its control's times (or what a connector declared) plus
   ``operation_grace``; past it the connectors still at it are killed, their part ``timeout``.
@@ -36,7 +47,7 @@ import logging
 import random
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from servo_actors.actors import messages as m
@@ -47,7 +58,7 @@ from servo_actors.actors.restart_policy import (
     restart_targets,
     should_restart,
 )
-from servo_actors.actors.results import ConnectorOutcome
+from servo_actors.actors.results import CRASH_LOOP, HOST_UNAVAILABLE, START_TIMEOUT, ConnectorOutcome
 from servo_actors.actors.supervision_events import (
     UNSETTLED,
     CancelRequested,
@@ -100,8 +111,14 @@ QUEUED, STARTING, READY, KILLING, DOWN, WAITING = (
     ChildState.DOWN,
     ChildState.WAITING,
 )
-HOST_LOST, HOST_UNAVAILABLE = "host-lost", "host-unavailable"
-"""Reasons of the part of a child whose host is lost, or that no host can take."""
+HOST_LOST = "host-lost"
+"""Reason of the part of a child whose host is lost (HOST_UNAVAILABLE: no host can take it)."""
+FAILED = ChildState.FAILED
+RESTART_HISTORY = 16
+"""Restarts of a child kept in its listing (``ChildStatus.history``): far more than can happen
+between two listings (one goes out every ``liveness.interval`` and with every cancel's answer)."""
+RESTART_CRASH, RESTART_DEADLINE, RESTART_CANCEL, RESTART_RETRY = "crash", "deadline", "cancel", "retry"
+"""Reasons of a restart in ``history`` (with START_TIMEOUT and HOST_LOST)."""
 NEVER = float("inf")
 
 _log = logging.getLogger(__name__)
@@ -121,8 +138,6 @@ class _Child:
     pid: int | None = None
     where: str | None = None
     not_before: float = 0.0
-    after: str | None = None
-    """The child that must have settled before this one starts (start order)."""
     then: ChildState = QUEUED
     busy: str | None = None
     """Request id of the operation the process is running."""
@@ -134,13 +149,33 @@ class _Child:
     kill_check_at: float = NEVER
     waiting_for: str = ""
     """While WAITING: why (the message its parts fail with)."""
+    intensity: RestartIntensity | None = None
+    down_reason: str | None = None
+    """START_TIMEOUT or CRASH_LOOP while its starts fail (None once it answers)."""
+    down_why: str = ""
+    """The latest failure, in words, while ``down_reason`` is set."""
+    start_failures: int = 0
+    """Failed starts in a row (0 once it answers)."""
+    restart_reason: str | None = None
+    """Why its next spawn is a restart (recorded in ``history`` at that spawn)."""
+    history: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=RESTART_HISTORY))
 
     @property
     def name(self) -> str:
         return self.spec.name
 
     def status(self) -> m.ChildStatus:
-        return m.ChildStatus(self.name, self.state.value, self.pid, self.generation, self.restarts, self.where)
+        return m.ChildStatus(
+            self.name,
+            self.state.value,
+            self.pid,
+            self.generation,
+            self.restarts,
+            self.where,
+            self.down_reason,
+            self.down_why,
+            tuple(self.history),
+        )
 
 
 @dataclass
@@ -161,14 +196,12 @@ class Supervision:
         self._pid, self._sid = supervisor_pid, session_id
         self._rng = rng or random.Random()
         self._settings = m.SupervisorSettings()
-        self._intensity = RestartIntensity(self._settings.max_restarts, self._settings.period)
         self._children: list[_Child] = []
         self._started = False
         self._op: OperationInFlight | None = None
         self._ready_waiters: list[tuple[str, Any]] = []
         self._cancel_waiters: list[tuple[str, Any]] = []
         self._stopping: _Stopping | None = None
-        self._failure: str | None = None
         self._next_generation = 0
         self._cancelled_ids: deque[str] = deque(maxlen=CANCELLED_IDS_KEPT)
         self._wakeups: list[float] = []
@@ -207,11 +240,6 @@ class Supervision:
         return effects
 
     @property
-    def failure(self) -> str | None:
-        """Why the supervisor gave up (restart intensity exceeded), or None."""
-        return self._failure
-
-    @property
     def busy(self) -> bool:
         """An operation, a stop, or a child not settled: the shell checks processes more often."""
         return (
@@ -234,24 +262,19 @@ class Supervision:
 
     def _install(self, settings: m.SupervisorSettings, specs: tuple[m.ChildSpec, ...]) -> None:
         self._settings = settings
-        self._intensity = RestartIntensity(settings.max_restarts, settings.period)
         self._children = []
-        previous = None
         for spec in specs:
             backoff = RestartBackoff(
                 settings.backoff_min, settings.backoff_max, settings.backoff_jitter, settings.period
             )
-            # Start in order: each child waits for the one before it to answer.
-            self._children.append(_Child(spec, backoff, after=previous))
-            previous = spec.name
+            intensity = RestartIntensity(settings.max_restarts, settings.period)
+            self._children.append(_Child(spec, backoff, intensity=intensity))
 
     def _begin(self, event: OperationRequested) -> None:
         begin = event.begin
         problem = None
         if begin.request_id in self._cancelled_ids:
             problem = ("cancelled", "cancelled", f"{begin.operation} was cancelled")
-        elif self._failure is not None:
-            problem = ("failed", "supervisor-failed", self._failure)
         elif self._stopping is not None:
             problem = ("rejected", "stopping", "the servo is stopping")
         elif self._op is not None:
@@ -268,7 +291,20 @@ class Supervision:
                 self._dispatch(child)
             elif child.state == WAITING:
                 self._fail_part(child, "failed", HOST_UNAVAILABLE, child.waiting_for)
+            elif child.down_reason is not None:
+                self._fail_part(child, "failed", child.down_reason, self._not_up(child))
+            # Otherwise it is starting fresh: its part waits for it, within the deadline.
         self._finish_if_complete()
+
+    def _not_up(self, child: _Child) -> str:
+        """Why ``child``'s part fails at once: what its starts did, and what comes next."""
+        if child.state == FAILED:
+            return (
+                f"connector {child.name!r} is not up: {child.down_why}; the supervisor gave up on it "
+                f"after {child.restarts} restarts (supervisor.max_restarts: {self._settings.max_restarts}) "
+                f"and tries it again every {self._settings.failed_retry:g}s (supervisor.failed_retry)"
+            )
+        return f"connector {child.name!r} is not up: {child.down_why}; it is being restarted"
 
     @staticmethod
     def _leaving(child: _Child) -> bool:
@@ -296,16 +332,18 @@ class Supervision:
         self._cancel_waiters.append((event.request_id, event.reply_to))
         if event.operation_id is not None and (self._op is None or self._op.request_id != event.operation_id):
             self._cancelled_ids.append(event.operation_id)  # its Begin is still on the way
-        if self._stopping is not None or self._failure is not None:
-            return  # answered once settled (stopping) or straight away (failed: nothing to restart)
+        if self._stopping is not None:
+            return  # answered once settled
         self._abandon_operation("cancelled", "cancelled", "was cancelled")
         for child in self._children:
-            if self._leaving(child):
-                continue
-            # All at once: no ordering, no backoff, no count; every connector comes back fresh.
-            child.not_before, child.after = self._now, None
+            if self._leaving(child) or FAILED in (child.state, child.then if child.state == KILLING else None):
+                continue  # a FAILED child keeps its retry time: a cancel is not a way round it
+            # All at once: no backoff, no count; every connector comes back fresh.
+            child.not_before = self._now
             if child.state == WAITING:
                 child.state = QUEUED  # a fresh try: a host may have come meanwhile
+            if child.state in (STARTING, READY):
+                child.restart_reason = RESTART_CANCEL
             self._kill(child, then=QUEUED)
 
     def _begin_stopping(self, event: StopRequested) -> None:
@@ -342,7 +380,7 @@ class Supervision:
         """The child an event is about, or None when it comes from a replaced generation."""
         for child in self._children:
             if child.name == name:
-                if child.generation != generation or child.state in (QUEUED, DOWN, WAITING):
+                if child.generation != generation or child.state in (QUEUED, DOWN, WAITING, FAILED):
                     return None
                 return child
         return None
@@ -367,12 +405,13 @@ class Supervision:
                 self._effects.append(Kill(child.name, child.generation, child.pid, child.where))
         if child.state == STARTING:
             child.state, child.startup_deadline = READY, NEVER
+            child.down_reason, child.down_why, child.start_failures = None, "", 0
             self._dispatch(child)
 
     def _child_startup_failed(self, event: ChildStartupFailed) -> None:
         child = self._current(event.name, event.generation)
         if child is not None and child.state == STARTING:
-            self._failed(child, f"startup raised {event.error}", abnormal=True)
+            self._failed(child, f"startup raised {event.error}", abnormal=True, start=CRASH_LOOP)
 
     def _child_progressed(self, event: ChildProgressed) -> None:
         op = self._op
@@ -423,7 +462,8 @@ class Supervision:
             return
         child.state = QUEUED  # no process any more; _failed decides whether it stays queued
         code = event.exit_code
-        self._failed(child, exit_description(code), abnormal=code != 0, gone=True)
+        start = CRASH_LOOP if state == STARTING else None
+        self._failed(child, exit_description(code), abnormal=code != 0, gone=True, start=start)
 
     def _child_host_lost(self, event: ChildHostLost) -> None:
         child = self._current(event.name, event.generation)
@@ -434,7 +474,8 @@ class Supervision:
         if state == KILLING:
             child.state = child.then
         else:
-            child.state, child.not_before, child.after = QUEUED, self._now, None  # at once, uncounted
+            child.state, child.not_before = QUEUED, self._now  # at once, uncounted
+            child.restart_reason = HOST_LOST
         _log.warning("%s; starting it again", event.message)
 
     def _child_unplaced(self, event: ChildUnplaced) -> None:
@@ -449,7 +490,8 @@ class Supervision:
     def _host_available(self, event: HostAvailable) -> None:
         for child in self._children:
             if child.state == WAITING and child.name in event.names:
-                child.state, child.not_before, child.after = QUEUED, self._now, None
+                child.state, child.not_before = QUEUED, self._now
+                child.restart_reason = HOST_LOST
 
     def _no_process(self, child: _Child) -> ChildState:
         """Forget the child's process (gone, or never started); its state before, returned."""
@@ -480,12 +522,17 @@ class Supervision:
         assert op is not None
         for name in op.pending():
             child = self._by_name(name)
-            if child is not None and child.state in (STARTING, READY):
+            if child is not None and child.state == READY:
                 message = (
                     f"connector {name!r} did not finish {op.operation} in time; it was killed and restarted"
                 )
-                child.busy, child.not_before, child.after = None, self._now, None
+                child.busy, child.not_before = None, self._now
+                child.restart_reason = RESTART_DEADLINE
                 self._kill(child, then=QUEUED)
+            elif child is not None and child.state == STARTING:
+                # Its own startup_timeout decides about it: killing it here would restart it without
+                # counting, and operations that keep coming would keep a hung start from ever counting.
+                message = f"connector {name!r} was still starting when the {op.operation} deadline passed"
             else:
                 message = (
                     f"connector {name!r} was not running (restarting) before the {op.operation} deadline"
@@ -503,9 +550,9 @@ class Supervision:
 
     def _kill(self, child: _Child, *, then: ChildState) -> None:
         """Kill the child's process; ``then`` (QUEUED or DOWN) applies once it is gone."""
-        if child.state in (QUEUED, DOWN, WAITING):
-            if then == DOWN:
-                child.state = DOWN
+        if child.state in (QUEUED, DOWN, WAITING, FAILED):
+            if then in (DOWN, FAILED):
+                child.state = then
             return
         child.then = then
         if child.state == KILLING:
@@ -515,27 +562,45 @@ class Supervision:
         child.kill_attempt, child.kill_check_at = 0, self._now + kill_check_delay(0)
         self._effects.append(Kill(child.name, child.generation, child.pid, child.where))
 
-    def _failed(self, child: _Child, why: str, *, abnormal: bool, gone: bool = False) -> None:
-        """An exit or startup failure nobody asked for: restart per type, strategy and intensity."""
+    def _failed(
+        self, child: _Child, why: str, *, abnormal: bool, gone: bool = False, start: str | None = None
+    ) -> None:
+        """An exit or startup failure nobody asked for: restart per type, strategy and intensity.
+
+        ``start``: the child was starting (START_TIMEOUT or CRASH_LOOP): it is not up, its part
+        fails with that reason, and no sibling is taken with it.
+        """
         name = child.name
         operation = self._op.operation if self._op else "operation"
-        self._fail_part(
-            child, "failed", "connector-crashed", f"connector {name!r} crashed during {operation} ({why})"
-        )
+        if start is not None:
+            child.start_failures += 1
+            child.down_reason, child.down_why = start, f"its start failed ({why})"
+            self._fail_part(child, "failed", start, f"connector {name!r} did not start ({why})")
+        else:
+            self._fail_part(
+                child, "failed", "connector-crashed", f"connector {name!r} crashed during {operation} ({why})"
+            )
         if self._stopping is not None or not should_restart(child.spec.restart, abnormal=abnormal):
             if gone:
                 child.state = DOWN
             else:
                 self._kill(child, then=DOWN)
             return
-        if self._intensity.record(self._now):
-            self._escalate(child, why)
+        child.restarts += 1
+        child.restart_reason = START_TIMEOUT if start == START_TIMEOUT else RESTART_CRASH
+        assert child.intensity is not None
+        within_period = child.intensity.record(self._now)
+        if within_period or child.start_failures > self._settings.max_restarts:
+            self._give_up(child, why, gone=gone, in_a_row=not within_period)
             return
         delay = child.backoff.next_delay(self._now, self._rng)
-        running = [c.name for c in self._children if c.state != DOWN]
         strategy = self._settings.strategy
-        previous = None
-        for target_name in restart_targets(strategy, running, name):
+        if start is not None:
+            targets = [name]  # siblings share no state with a connector that never started
+        else:
+            running = [c.name for c in self._children if c.state not in (DOWN, FAILED)]
+            targets = restart_targets(strategy, running, name)
+        for target_name in targets:
             target = self._by_name(target_name)
             assert target is not None
             if target is not child:
@@ -548,28 +613,37 @@ class Supervision:
                 if target.spec.restart == "temporary":
                     self._kill(target, then=DOWN)  # OTP: a temporary sibling is not restarted
                     continue
-            # Restarted in start order, after the backoff.
-            target.not_before, target.after = self._now + delay, previous
-            previous = target_name
+                if target.state in (STARTING, READY):
+                    target.restart_reason = RESTART_CRASH
+            target.not_before = self._now + delay
             if target is child and gone:
                 target.state = QUEUED
             else:
                 self._kill(target, then=QUEUED)
-        child.restarts += 1
         _log.warning("connector %s failed (%s); restarting in %.2fs", name, why, delay)
 
-    def _escalate(self, child: _Child, why: str) -> None:
-        # Intensity counts the restarts of all children (OTP): name the one that crossed the line.
+    def _give_up(self, child: _Child, why: str, *, gone: bool, in_a_row: bool) -> None:
+        """Restart intensity exceeded for ``child``: FAILED, tried again every ``failed_retry``."""
         settings = self._settings
-        self._failure = (
-            f"connector {child.name!r} failed ({why}) after {settings.max_restarts} restarts within "
-            f"{settings.period:g}s (supervisor.max_restarts); the supervisor gave up"
+        if in_a_row:
+            limit = f"{child.start_failures} failed starts in a row"
+        else:
+            limit = f"more than {settings.max_restarts} restarts within {settings.period:g}s"
+        message = (
+            f"connector {child.name!r} failed ({why}): {limit} (supervisor.max_restarts: "
+            f"{settings.max_restarts}); marked failed, the others go on; tried again every "
+            f"{settings.failed_retry:g}s (supervisor.failed_retry)"
         )
-        _log.error("%s", self._failure)
-        for each in self._children:
-            self._kill(each, then=DOWN)
-        self._abandon_operation("failed", "supervisor-failed", f"failed ({self._failure})")
-        self._effects.append(Escalate(child.name, self._failure))
+        _log.error("%s", message)
+        if child.down_reason is None:
+            child.down_reason, child.down_why = CRASH_LOOP, f"it kept crashing ({why})"
+        child.not_before = self._now + settings.failed_retry
+        child.restart_reason = RESTART_RETRY
+        if gone:
+            child.state = FAILED
+        else:
+            self._kill(child, then=FAILED)
+        self._effects.append(Escalate(child.name, message))
 
     # ----- time ------------------------------------------------------------------------------------
 
@@ -585,7 +659,7 @@ class Supervision:
                 self._effects.append(Kill(child.name, child.generation, child.pid, child.where))
             elif child.state == STARTING and now >= child.startup_deadline:
                 why = f"startup took longer than {self._settings.startup_timeout:g}s"
-                self._failed(child, why, abnormal=True)
+                self._failed(child, why, abnormal=True, start=START_TIMEOUT)
             elif child.state == READY and now >= child.shutdown_deadline:
                 self._kill(child, then=DOWN)
         if self._op is not None and now >= self._op.deadline:
@@ -593,20 +667,29 @@ class Supervision:
         self._send_progress()
 
     def _pump(self) -> None:
-        """Spawn every queued child whose time has come and whose predecessor has settled."""
-        if self._stopping is not None or self._failure is not None:
+        """Spawn every queued child whose time has come (and a FAILED one whose retry is due)."""
+        if self._stopping is not None:
             return
         for child in self._children:
-            if child.state != QUEUED or self._now < child.not_before:
+            if child.state not in (QUEUED, FAILED) or self._now < child.not_before:
                 continue
-            before = self._by_name(child.after) if child.after is not None else None
-            if before is not None and before.state in UNSETTLED:
-                continue
+            if child.state == FAILED:
+                # One fresh try: a failed start marks it FAILED again at once, an answer clears it.
+                assert child.intensity is not None
+                child.intensity.reset()
+                child.start_failures = self._settings.max_restarts
             self._next_generation += 1
-            child.generation = self._next_generation
+            if child.generation:  # it had a process before: this spawn is a restart
+                child.history.append((self._next_generation, child.restart_reason or RESTART_CRASH))
+            child.generation, child.restart_reason = self._next_generation, None
             child.state, child.pid, child.where, child.busy = STARTING, None, None, None
             child.startup_deadline = self._now + self._settings.startup_timeout
             self._effects.append(Spawn(child.name, child.generation, child.spec))
+
+    @staticmethod
+    def _awaited(child: _Child) -> bool:
+        """Whether a start or a cancel still waits for ``child``: on its way up, not known sick."""
+        return child.state in UNSETTLED and child.down_reason is None
 
     def _settle(self) -> bool:
         """Answer the requests waiting for the children to settle; True if new children came in."""
@@ -616,14 +699,13 @@ class Supervision:
             return False
         if not (self._ready_waiters or self._cancel_waiters):
             return False
-        if self._failure is None and any(c.state in UNSETTLED for c in self._children):
+        if any(self._awaited(c) for c in self._children):
             return False
         statuses = self.statuses()
         for request_id, reply_to in self._ready_waiters:
-            ready = m.Ready(request_id, statuses, self._pid, self._sid, self._failure)
-            self._effects.append(Reply(reply_to, ready))
+            self._effects.append(Reply(reply_to, m.Ready(request_id, statuses, self._pid, self._sid)))
         for request_id, reply_to in self._cancel_waiters:
-            self._effects.append(Reply(reply_to, m.Cancelled(request_id, statuses, self._failure)))
+            self._effects.append(Reply(reply_to, m.Cancelled(request_id, statuses)))
         self._ready_waiters, self._cancel_waiters = [], []
         return False
 
@@ -635,7 +717,6 @@ class Supervision:
             self._effects.append(Reply(stopping.reply_to, m.Stopped(stopping.request_id)))
             self._children = []
             return False
-        self._failure = None
         self._install(stopping.replacement.settings, stopping.replacement.children)
         self._ready_waiters.append((stopping.request_id, stopping.reply_to))
         return True
@@ -645,9 +726,9 @@ class Supervision:
         due = self._op.deadline if self._op is not None else NEVER
         if self._op is not None and self._op.progress_pending is not None:
             due = min(due, self._op.progress_sent_at + PROGRESS_INTERVAL)
-        spawning = self._stopping is None and self._failure is None
+        spawning = self._stopping is None
         for child in self._children:
-            if child.state == QUEUED and spawning and child.not_before > self._now:
+            if child.state in (QUEUED, FAILED) and spawning and child.not_before > self._now:
                 due = min(due, child.not_before)
             due = min(due, child.startup_deadline, child.shutdown_deadline, child.kill_check_at)
         return due

@@ -11,7 +11,7 @@ A child's life, as ``ChildState``::
        ^                 |                       |
        |             (crash, startup timeout, deadline, cancel, stop: Kill)
        |                 v                       v
-       +------------- KILLING --ChildExited--> QUEUED or DOWN (``then``)
+       +------------- KILLING --ChildExited--> QUEUED, DOWN or FAILED (``then``)
 
 A child whose process exits unasked goes from STARTING/READY straight back to QUEUED (restarted
 after its backoff) or to DOWN (its restart type says it stays down). A generation number, bumped
@@ -45,7 +45,12 @@ class ChildState(StrEnum):
     KILLING = "killing"
     """SIGKILL sent; ``then`` (QUEUED or DOWN) applies once the process is confirmed gone."""
     DOWN = "down"
-    """Stays without a process (stopped, not restarted by its type, or the supervisor gave up)."""
+    """Stays without a process (stopped, or not restarted by its restart type)."""
+    FAILED = "failed"
+    """Gave up on for now: its restarts exceeded restart intensity (``max_restarts`` within
+    ``period``, or more than ``max_restarts`` failed starts in a row). No process; its part of each
+    operation fails at once, naming why; one fresh start is tried every ``failed_retry`` seconds.
+    Settled: the others carry on without it."""
     WAITING = "waiting"
     """No process, and no host can take it now (a connector placed on member systems, none of
     which offers its capability): its part of each operation fails at once, ``host-unavailable``;
@@ -261,7 +266,8 @@ class ScheduleWakeup:
 
 @dataclass(frozen=True)
 class Escalate:
-    """Restart intensity exceeded: every child is being killed and nothing restarts (terminal)."""
+    """Restart intensity exceeded for ``connector``: it is marked FAILED (the others carry on);
+    the shell tells the runtime, which logs and counts it. Not terminal."""
 
     connector: str
     message: str

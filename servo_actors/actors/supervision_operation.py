@@ -11,7 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servo_actors.actors import messages as m
-from servo_actors.actors.results import NOT_INVOLVED, ConnectorOutcome, OperationResult, aggregate
+from servo_actors.actors.results import (
+    NOT_INVOLVED,
+    NOT_UP_REASONS,
+    ConnectorOutcome,
+    OperationResult,
+    aggregate,
+)
 
 TIMED_OPERATIONS = ("measure", "adjust")
 """Operations whose control says how long they take (the others get only the grace)."""
@@ -68,8 +74,11 @@ class OperationInFlight:
             self.parts[name] = ConnectorOutcome(name, status, reason, message)
 
     def result(self) -> OperationResult:
-        """The merged answer (parts of connectors not involved in an adjust are left out)."""
+        """The merged answer (parts of connectors not involved in an adjust are left out, and so
+        are those of connectors that are not up when every component is owned by one that is)."""
         parts = [p for p in self.parts.values() if p is not None and p.reason != NOT_INVOLVED]
+        if self.operation == "adjust" and not set(self.begin.components or {}) - self.claimed:
+            parts = [p for p in parts if p.ok or p.reason not in NOT_UP_REASONS]
         problem = None
         if self.operation == "adjust" and all(p.ok for p in parts):
             unowned = sorted(set(self.begin.components or {}) - self.claimed)

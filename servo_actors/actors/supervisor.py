@@ -297,7 +297,6 @@ class Supervisor(Actor):
             statuses,
             os.getpid(),
             os.getsid(0),
-            self._rules.failure,
             system.tracked_child_addresses(self),
         )
 
@@ -337,7 +336,7 @@ class Supervisor(Actor):
             self.wakeupAfter(timedelta(seconds=max(0.0, effect.at - _now())), _RulesDue())
         elif isinstance(effect, Escalate):
             if self._owner is not None:
-                self.send(self._owner, m.SupervisorFailed(effect.connector, effect.message))
+                self.send(self._owner, m.ConnectorFailed(effect.connector, effect.message))
         elif isinstance(effect, FinalSweep):
             descendants.sweep_until_clean(descendants.thespian_children(self))  # the servo may exit next
         return []

@@ -187,7 +187,7 @@ class MetricsConfig(_Strict):
     from the actor system) for this long. Keep it above timeouts.connect + timeouts.read and above
     supervisor.liveness.interval + timeout."""
     exit_linger: Duration = 30.0
-    """After a terminal failure (exit 1: the supervisor gave up, too many microreboots), go on
+    """After a terminal failure (exit 1: too many microreboots), go on
     serving this long before exiting, so that a scrape records the failure (/healthz then answers
     503 saying why); SIGTERM or SIGINT end the wait at once. Keep it above the scrape interval."""
 
@@ -316,7 +316,8 @@ class SupervisorConfig(_Strict):
     strategy: Literal["one_for_one", "one_for_all", "rest_for_one"] = "one_for_one"
     """What a crash restarts: that connector, all of them, or it and those after it."""
     max_restarts: int = Field(5, ge=0)
-    """Restart intensity: at most this many restarts within period, else escalate."""
+    """Restart intensity, per connector: more than this many restarts within period, or failed
+    starts in a row, and the connector is marked failed (the others go on)."""
     period: Duration = 30.0
     """The window of the restart intensity."""
     shutdown_timeout: Duration = 1.0
@@ -325,7 +326,10 @@ class SupervisorConfig(_Strict):
     operation_grace: Duration = 30.0
     """Added to an operation's expected time (warmup + duration + delay + settlement) for its deadline."""
     startup_timeout: Duration = 30.0
-    """How long a fresh connector's startup() may take before it counts as a crash."""
+    """How long a fresh connector's startup() may take before it counts as a failed start (its
+    part of each command then fails naming it; the servo does not wait for it)."""
+    failed_retry: Duration = 300.0
+    """A connector past its restart intensity is marked failed; it is tried again this often."""
     run_dir: str | None = None
     """Where the actor system keeps its logs (connectors.log, Thespian's own). Default: a temporary
     directory removed when the servo exits; set it to keep connector logs after the run."""
@@ -342,7 +346,7 @@ class SupervisorConfig(_Strict):
     convention: ConventionConfig | None = None
     """Connectors on other hosts (absent: local mode, every socket on loopback)."""
 
-    _period_positive = field_validator("period", "startup_timeout")(_positive)
+    _period_positive = field_validator("period", "startup_timeout", "failed_retry")(_positive)
 
 
 class ConnectorSpec(_Strict):

@@ -191,6 +191,21 @@ def connectors_ready(names: Iterable[str]) -> None:
         active.health.connectors_ready()
 
 
+def connectors_not_up(names: Iterable[str], not_up: dict[str, str]) -> None:
+    """What the latest listing says of each connector: ``not_up`` maps the ones that are not up
+    (their starts fail, or marked failed) to why. /readyz names them; ``servo_connector_up``."""
+    active = _active
+    if active is None:
+        return
+    for name in names:
+        active.metrics.connector_up.labels(name).set(0 if name in not_up else 1)
+    if not_up:
+        listed = ", ".join(f"{name} ({why})" for name, why in sorted(not_up.items()))
+        active.health.connectors_down(f"connectors not up: {listed}")
+    else:
+        active.health.connectors_ready()
+
+
 def connectors_down(why: str) -> None:
     """The connectors are not serving (the actor system was lost; a microreboot follows)."""
     active = _active
@@ -263,11 +278,8 @@ def connector_restarted(
 
 
 def escalated(connector: str, message: str) -> None:
-    """The supervisor gave up (restart intensity exceeded), naming the connector that crossed it.
-
-    INFO: whoever ends the run says so as an error (``run``: "stopping: ..."; the CLI: "error: ...").
-    """
-    log.info(
+    """A connector was marked failed (restart intensity exceeded); the others go on."""
+    log.warning(
         "restart intensity exceeded: %s",
         message,
         extra={"event": "escalation", "connector": connector, "reason": "restart-intensity"},
@@ -347,6 +359,7 @@ __all__ = [
     "connector_processes_alive",
     "connector_restarted",
     "connectors_down",
+    "connectors_not_up",
     "connectors_ready",
     "deactivate",
     "escalated",

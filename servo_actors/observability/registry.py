@@ -11,10 +11,14 @@ The names are a contract (README "Monitoring", the alerting rules in ``deploy/pr
 ``servo_operation_duration_seconds{operation}``        histogram: describe/measure/adjust/check,
                                                        begin to the supervisor's answer
 ``servo_connector_restarts_total{connector,reason}``   ``cancel``, ``deadline``, ``crash``,
-                                                       ``reload``, ``microreboot``, ``host-lost``
+                                                       ``start-timeout``, ``retry`` (of a failed
+                                                       one), ``reload``, ``microreboot``,
+                                                       ``host-lost``
+``servo_connector_up{connector}``                      1 while it is up, 0 while its starts
+                                                       fail or it is marked failed
 ``servo_connector_processes_alive``                    connector processes running now
 ``servo_connectors_configured``                        connectors in the configuration
-``servo_restart_intensity_escalations_total``          the supervisor gave up (``{connector}``)
+``servo_restart_intensity_escalations_total``          a connector marked failed (``{connector}``)
 ``servo_microreboots_total``                           fresh actor systems after a lost one
 ``servo_optimizer_requests_total{event,status}``       exchanges by HTTP status, or ``timeout``,
                                                        ``connection-error``, ``error``
@@ -44,7 +48,7 @@ from servo_actors import __version__
 
 COMMANDS = ("DESCRIBE", "MEASURE", "ADJUST", "SLEEP")
 CANCEL_KINDS = ("progress", "result", "unexpected-event", "invalid")
-RESTART_REASONS = ("cancel", "deadline", "crash", "reload", "microreboot")
+RESTART_REASONS = ("cancel", "deadline", "crash", "start-timeout", "retry", "reload", "microreboot")
 EVENTS = ("HELLO", "WHATS_NEXT", "DESCRIPTION", "MEASUREMENT", "ADJUSTMENT", "GOODBYE")
 OPERATIONS = ("describe", "measure", "adjust", "check")
 DURATION_BUCKETS = (
@@ -102,12 +106,18 @@ class ServoMetrics:
         self.processes_alive = Gauge(
             "servo_connector_processes_alive", "Connector processes running now.", registry=r
         )
+        self.connector_up = Gauge(
+            "servo_connector_up",
+            "1 while the connector is up; 0 while its starts fail or it is marked failed.",
+            ["connector"],
+            registry=r,
+        )
         self.connectors_configured = Gauge(
             "servo_connectors_configured", "Connectors in the running configuration.", registry=r
         )
         self.escalations = Counter(
             "servo_restart_intensity_escalations",
-            "Times the supervisor gave up: more than max_restarts within period.",
+            "Times a connector was marked failed: restart intensity exceeded (it is retried every failed_retry).",
             ["connector"],
             registry=r,
         )
@@ -159,6 +169,7 @@ class ServoMetrics:
         self.connectors_configured.set(len(names))
         for name in names:
             self.escalations.labels(name)
+            self.connector_up.labels(name).set(1)
             for reason in RESTART_REASONS:
                 self.connector_restarts.labels(name, reason)
 

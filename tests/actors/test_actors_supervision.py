@@ -13,7 +13,6 @@ import pytest
 
 from servo_actors.actors import messages as m
 from servo_actors.actors import processes
-from servo_actors.errors import SupervisorError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -93,23 +92,27 @@ def test_one_for_all_kills_a_temporary_sibling_without_restarting_it(start_runti
     assert _changed(before, after) == {"a", "b", "c"}
 
 
-def test_restart_intensity_exceeded_escalates_naming_the_connector(start_runtime, kit) -> None:
+def test_restart_intensity_exceeded_marks_that_connector_failed_and_the_others_go_on(start_runtime, kit) -> None:
     runtime = start_runtime(
-        *_trio(kit), max_restarts=2, period=60, restart_backoff={"min": 0.01, "max": 0.02}
+        *_trio(kit), max_restarts=2, period=60, restart_backoff={"min": 0.01, "max": 0.02}, failed_retry=3600
     )
     for _ in range(2):
         _crash_b(runtime, kit)
-    assert runtime.failure is None
     survivors = kit.pids(runtime)
     result = runtime.run("measure")
     assert result.status == "failed"
-    failure = kit.wait_for(lambda: runtime.failure, timeout=5)
-    assert "connector 'b' failed (exit code 3) after 2 restarts within 60s" in str(failure)
-    # Terminal: every connector was killed and nothing is restarted.
-    kit.wait_for(lambda: all(not processes.is_running(pid) for pid in survivors.values()), timeout=5)
-    assert set(kit.states(runtime).values()) == {"down"}
-    with pytest.raises(SupervisorError, match="gave up"):
-        runtime.begin("describe")
+    kit.wait_for(lambda: kit.states(runtime)["b"] == "failed", timeout=5)
+    # Not terminal: b has no process, a and c keep theirs and serve.
+    kit.wait_for(lambda: not processes.is_running(survivors["b"]), timeout=5)
+    assert runtime.failure is None
+    assert kit.states(runtime) == {"a": "ready", "b": "failed", "c": "ready"}
+    assert processes.is_running(survivors["a"]) and processes.is_running(survivors["c"])
+    assert runtime.not_up == {"b": "crash-loop"}
+    described = runtime.run("describe")
+    assert described.parts["a"].ok and described.parts["c"].ok
+    part = described.parts["b"]
+    assert (part.status, part.reason) == ("failed", "crash-loop")
+    assert "connector 'b' is not up" in part.message and "exit code 3" in part.message
 
 
 def test_a_crash_looping_connector_backs_off_instead_of_spinning(start_runtime, kit, tmp_path: Path) -> None:
@@ -207,9 +210,9 @@ def test_cancel_during_a_restart_backoff_restarts_at_once(start_runtime, kit, tm
     kit.wait_for(lambda: kit.states(runtime)["looping"] == "queued", timeout=5)
     switch.unlink()
     started = time.monotonic()
-    runtime.cancel()
+    runtime.cancel()  # answered without waiting for it: its starts are known to fail
     assert time.monotonic() - started < 10
-    assert kit.states(runtime)["looping"] == "ready"
+    kit.wait_for(lambda: kit.states(runtime)["looping"] == "ready", timeout=10)
 
 
 def test_stop_kills_a_connector_hung_in_shutdown_after_its_timeout(kit, tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ twice, late; answers may come from processes already replaced.
 
 And once the world calms down (notices arrive again, processes answer, time passes): every
 operation, cancel and start has been answered exactly once, and every child is ready again,
-unless restart intensity was exceeded (the one way the supervisor gives up).
+unless its restart intensity was exceeded: then it is failed (escalated once for each time),
+with no process, and the others are ready.
 """
 
 from __future__ import annotations
@@ -189,17 +190,16 @@ class SupervisionMachine(RuleBasedStateMachine):
                 break
         for request in self.waiting:
             assert len(world.answers.get(request, [])) == 1, (request, world.answers.get(request))
-        if world.rules.failure is None:
-            assert world.states() == dict.fromkeys(NAMES, "ready"), world.states()
-        else:
-            assert set(world.states().values()) == {"down"} and world.alive() == []
+        states = world.states()
+        assert set(states.values()) <= {"ready", "failed"}, states
+        failed = {name for name, state in states.items() if state == "failed"}
+        assert failed <= {e.connector for e in world.escalations}, (failed, world.escalations)
+        assert all(world.alive(name) == [] for name in failed)
 
     def _settled(self) -> bool:
         states = set(self.world.states().values())
         answered = all(self.world.answers.get(r) for r in self.waiting)
-        return answered and (
-            states == {"ready"} or (self.world.rules.failure is not None and states == {"down"})
-        )
+        return answered and states <= {"ready", "failed"}
 
 
 SupervisionMachine.TestCase.settings = settings(

@@ -1,6 +1,6 @@
 """The supervision rules on a fake clock, one test per rule (after Erlang/OTP's supervisor_SUITE).
 
-Children ``a``, ``b``, ``c`` start in that order; ``b`` is the one that exits. The world
+Children ``a``, ``b``, ``c`` start all at once; ``b`` is the one that exits. The world
 (``tests/support/supervision_world.py``) plays the processes and the runtime, so a 30-second
 backoff or a startup that never answers takes microseconds. The same rules run under the Thespian
 shell with real processes in test_actors_supervision.py.
@@ -70,17 +70,17 @@ def assert_one_process_each(world: SupervisionWorld) -> None:
 # ----- starting --------------------------------------------------------------------------------
 
 
-def test_children_start_in_order_each_after_the_one_before_answers() -> None:
+def test_children_start_all_at_once_and_the_start_is_answered_once_all_answer() -> None:
     world = SupervisionWorld()
     request = world.start(child_spec("a"), child_spec("b"), child_spec("c"))
-    assert [s.name for s in world.spawns] == ["a"]
-    world.ready("a")
-    assert [s.name for s in world.spawns] == ["a", "b"]
-    world.ready("b")
-    assert request not in world.answers
+    assert [s.name for s in world.spawns] == ["a", "b", "c"]
     world.ready("c")
+    world.ready("a")
+    assert request not in world.answers
+    world.ready("b")
     ready = world.answer(request)
     assert [c.state for c in ready.children] == ["ready"] * 3
+    assert all(c.down_reason is None and c.history == () for c in ready.children)
 
 
 def test_a_start_with_no_children_is_ready_at_once() -> None:
@@ -139,14 +139,14 @@ def test_one_for_all_kills_a_temporary_sibling_without_restarting_it() -> None:
     assert world.alive("a") == []
 
 
-def test_restarted_siblings_start_again_in_order() -> None:
+def test_restarted_siblings_start_again_all_at_once() -> None:
     world = trio(strategy="one_for_all")
     spawned = len(world.spawns)
     world.exits("b", 3)
-    assert [s.name for s in world.spawns[spawned:]] == ["a"]
-    world.ready("a")
-    world.ready("b")
-    assert [s.name for s in world.spawns[spawned:]] == ["a", "b", "c"]
+    assert sorted(s.name for s in world.spawns[spawned:]) == ["a", "b", "c"]
+    history = {c.name: c.history for c in world.rules.statuses()}
+    assert [reason for _, reason in history["b"]] == ["crash"]
+    assert [reason for _, reason in history["a"]] == ["crash"]  # taken along by b's crash
 
 
 def test_a_crash_during_an_operation_fails_its_part_and_the_siblings_it_takes() -> None:
@@ -165,27 +165,88 @@ def test_a_crash_during_an_operation_fails_its_part_and_the_siblings_it_takes() 
 
 
 @pytest.mark.parametrize("strategy", ["one_for_one", "one_for_all", "rest_for_one"])
-def test_restart_intensity_exceeded_escalates_naming_the_connector(strategy: str) -> None:
-    world = trio(strategy=strategy, max_restarts=2, period=60, **QUICK_BACKOFF)
+def test_restart_intensity_exceeded_marks_that_connector_failed_and_the_others_go_on(strategy: str) -> None:
+    world = trio(strategy=strategy, max_restarts=2, period=60, failed_retry=300, **QUICK_BACKOFF)
     for _ in range(2):
         world.exits("b", 3)
         world.advance(1.0)
         world.ready_all()
     assert world.escalations == [] and set(world.states().values()) == {"ready"}
     request = world.begin("measure")
+    world.reply("a", request)
     world.exits("b", 3)
     [escalation] = world.escalations
     assert escalation.connector == "b"
-    assert "connector 'b' failed (exit code 3) after 2 restarts within 60s" in escalation.message
-    assert world.rules.failure == escalation.message
-    # Terminal: every process killed, nothing started again, every request answered at once.
-    world.advance(60.0)
-    assert world.alive() == [] and set(world.states().values()) == {"down"}
+    assert "connector 'b' failed (exit code 3): more than 2 restarts within 60s" in escalation.message
+    assert "tried again every 300s (supervisor.failed_retry)" in escalation.message
+    # Not terminal: b is failed, without a process; a and c go on serving.
+    world.ready_all()
+    assert world.states()["b"] == "failed" and world.alive("b") == []
+    assert world.states()["a"] == world.states()["c"] == "ready"
+    world.reply("c", request)  # giving up on b takes no sibling with it, whatever the strategy
     result = world.answer(request).result
-    assert (result.status, result.reason) == ("failed", "supervisor-failed")
-    refused = world.answer(world.begin("describe")).result
-    assert refused.reason == "supervisor-failed"
-    assert isinstance(world.answer(world.cancel()), m.Cancelled)
+    assert (result.parts["b"].status, result.parts["b"].reason) == ("failed", "connector-crashed")
+    # The next operation: b's part fails at once naming why, the others answer.
+    describe = world.begin("describe")
+    world.reply("a", describe)
+    world.reply("c", describe)
+    part = world.answer(describe).result.parts["b"]
+    assert (part.status, part.reason) == ("failed", "crash-loop")
+    assert "connector 'b' is not up" in part.message and "supervisor.failed_retry" in part.message
+    assert world.answer(describe).result.parts["a"].ok
+    # A cancel does not restart a failed connector early...
+    cancel = world.cancel()
+    world.ready_all()
+    assert isinstance(world.answer(cancel), m.Cancelled) and world.states()["b"] == "failed"
+    # ...its retry comes after failed_retry, and an answer brings it back.
+    world.advance(299.0)
+    assert world.states()["b"] == "failed"
+    world.advance(2.0)
+    assert world.states()["b"] == "starting"
+    world.ready("b")
+    assert set(world.states().values()) == {"ready"}
+    assert world.rules.statuses()[1].history[-1][1] == "retry"
+
+
+def test_a_failed_connector_whose_retry_fails_is_failed_again_at_once() -> None:
+    world = SupervisionWorld()
+    start = world.start(
+        child_spec("a"), child_spec("b"), startup_timeout=5.0, max_restarts=2, failed_retry=60, **QUICK_BACKOFF
+    )
+    world.ready("a")
+    for _ in range(3):
+        world.startup_fails("b", "RuntimeError: no database")
+        world.advance(0.1)
+    assert world.states()["b"] == "failed" and len(world.escalations) == 1
+    assert "3 failed starts in a row" in world.escalations[0].message or "restarts within" in world.escalations[0].message
+    assert isinstance(world.answer(start), m.Ready)
+    world.advance(60.0)
+    assert world.states()["b"] == "starting"
+    world.startup_fails("b", "RuntimeError: no database")
+    world.advance(0.1)
+    assert world.states()["b"] == "failed" and len(world.escalations) == 2
+
+
+def test_failed_starts_in_a_row_trip_whatever_their_pace() -> None:
+    """A start-up timeout longer than period / max_restarts cannot outrun the count (OTP: intensity
+    is counted in restarts): the sixth failed start of six marks it failed."""
+    world = SupervisionWorld()
+    world.start(child_spec("a"), child_spec("b"), startup_timeout=8.0, max_restarts=5, period=30)
+    world.ready("a")
+    for _ in range(5):
+        world.advance(world.next_wakeup() - world.now)
+        while world.states()["b"] != "starting":
+            world.advance(world.next_wakeup() - world.now)
+        assert world.escalations == []
+    while not world.escalations:
+        world.advance(world.next_wakeup() - world.now)
+    assert world.states()["b"] in ("killing", "failed")
+    assert "6 failed starts in a row" in world.escalations[0].message
+    assert world.states()["a"] == "ready"
+    # Each of them counted once, with its reason and a generation of its own.
+    history = world.rules.statuses()[1].history
+    assert [reason for _, reason in history] == ["start-timeout"] * 5
+    assert len({generation for generation, _ in history}) == 5
 
 
 def test_restarts_beyond_the_period_do_not_add_up() -> None:
@@ -240,13 +301,18 @@ def test_a_fresh_child_that_never_answers_is_killed_and_started_again() -> None:
     assert not first.alive and world.states()["a"] == "starting"
     assert world.current("a").generation > first.generation
     assert world.rules.statuses()[0].restarts == 1
-    # It answers this time: the start is answered, the crash counted once.
+    # The start is answered at its failed start: nobody waits for a connector known not to be up.
+    [child] = world.answer(request).children
+    assert child.down_reason == "start-timeout"
+    assert world.rules.statuses()[0].history == ((world.current("a").generation, "start-timeout"),)
+    # It answers this time: up again, the failure counted once.
     world.ready("a")
-    assert world.answer(request).children[0].state == "ready"
+    [status] = world.rules.statuses()
+    assert status.state == "ready" and status.down_reason is None and status.restarts == 1
     assert world.escalations == []
 
 
-def test_a_child_that_never_answers_escalates_only_when_intensity_is_exceeded() -> None:
+def test_a_child_that_never_answers_is_marked_failed_only_when_intensity_is_exceeded() -> None:
     world = SupervisionWorld()
     request = world.start(child_spec("a"), startup_timeout=5.0, max_restarts=3, period=100, **QUICK_BACKOFF)
     for _ in range(3):
@@ -256,12 +322,8 @@ def test_a_child_that_never_answers_escalates_only_when_intensity_is_exceeded() 
     [escalation] = world.escalations
     assert "startup took longer than 5s" in escalation.message
     assert world.alive() == []
-    # The start is answered at once (terminal), the child on its way down, and the answer itself
-    # carries the failure: the separate SupervisorFailed notice may reach the servo after it.
-    answer = world.answer(request)
-    assert answer.children[0].state in ("killing", "down")
-    assert answer.failure == escalation.message
-    assert world.states() == {"a": "down"}
+    assert world.answer(request).children[0].down_reason == "start-timeout"
+    assert world.states() == {"a": "failed"}
 
 
 def test_a_startup_that_raises_is_a_crash() -> None:
@@ -307,7 +369,7 @@ def test_cancel_during_restart() -> None:
     world = trio(strategy="one_for_all", backoff_min=1.0, backoff_max=1.0, backoff_jitter=0.0)
     world.lose_exit_notices = True  # a and c stay killing until their kills are checked again
     world.exits("b", 3, notice=True)
-    assert world.states() == {"a": "killing", "b": "queued", "c": "killing"}
+    assert world.states() == {"a": "killing", "b": "starting", "c": "killing"}
     cancel = world.cancel()
     world.lose_exit_notices = False
     world.advance(KILL_CHECK_MAX)
@@ -592,7 +654,7 @@ def test_reconfigure_replaces_the_children_once_the_old_ones_are_down() -> None:
     )
     world.stop(replacement)
     world.shutdown_done("old")
-    assert [s.name for s in world.spawns][-1] == "new1"
+    assert [s.name for s in world.spawns][-2:] == ["new1", "new2"]
     world.ready_all()
     assert [c.name for c in world.answer("reconfigure-1").children] == ["new1", "new2"]
 

@@ -123,7 +123,9 @@ def test_a_connector_that_cannot_start_exits_1_naming_it(servo) -> None:
     result = servo.run("check")
     assert result.returncode == 1
     # The connector's own log lines (its chaos warnings) come first; the verdict is the last line.
-    assert result.stderr.splitlines()[-1].startswith("error: connector 'drill' failed"), result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("error: check failed (crash-loop): connector 'drill' is not up"), result.stderr
+    assert "startup raised RuntimeError: chaos" in last
     assert "Traceback" not in result.stderr
 
 

@@ -80,7 +80,7 @@ def main() -> int:
                         }
                         for c in status.children
                     ]
-                    answer["failure"] = status.failure
+                    answer["not_up"] = runtime.not_up
                 elif kind == "stop":
                     runtime.stop()
                     print(json.dumps({"ok": True, "elapsed": time.monotonic() - started}), flush=True)

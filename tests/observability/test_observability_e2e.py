@@ -258,28 +258,29 @@ def test_healthz_is_503_while_the_optimizer_stalls_a_poll_and_200_after(servo, o
     assert proc.wait() == 0
 
 
-def test_an_escalation_is_scraped_before_the_servo_exits(servo, optimizer, kit) -> None:
+def test_a_connector_marked_failed_is_scraped_and_named_while_the_servo_goes_on(servo, optimizer, kit) -> None:
     server = optimizer(kit.scripted([{"cmd": "MEASURE", "param": {"metrics": ["x"]}}]))
     address = f"127.0.0.1:{kit.free_port()}"
     config = kit.servo_config(
         server,
-        [kit.chaos("crasher", metrics={"x": {"unit": "n"}}, faults={"measure": "exit"})],
-        settings={"metrics": {"listen": address, "exit_linger": "60s"}},
-        supervisor={"max_restarts": 0},
+        [kit.chaos("crasher", metrics={"x": {"unit": "n"}}, faults={"measure": "exit"}), kit.chaos("fine")],
+        settings={"metrics": {"listen": address}},
+        supervisor={"max_restarts": 0, "failed_retry": "1h"},
     )
     proc = servo(config)
-    line = 'servo_restart_intensity_escalations_total{connector="crasher"} 1.0'
-    kit.wait_until(lambda: line in (text(kit.probe_or_none(address, "/metrics"))), PROBE_WAIT, 0.1, what=line)
-    # Counted as the supervisor's answer arrives; the runner then ends the run and says why.
-    healthz = kit.wait_until(lambda: failing(kit.probe(address, "/healthz")), PROBE_WAIT, 0.1, what="503")
-    assert healthz["reasons"][0].startswith("the run ended: connector 'crasher' failed")
-    assert failing(kit.probe(address, "/readyz"))
-    kit.wait_until(lambda: goodbye_sent(server), PROBE_WAIT, 0.1, what="GOODBYE")
-    goodbyes = [e for e in server.state()["history"] if e["event"] == "GOODBYE"]
-    assert [goodbye["param"]["reason"] for goodbye in goodbyes] == ["failure"]
-    assert proc.proc.poll() is None, "lingering"
-    proc.signal(signal.SIGTERM)  # ends the linger at once; the run's failure stays the exit code
-    assert proc.wait() == 1
+    for line in (
+        'servo_restart_intensity_escalations_total{connector="crasher"} 1.0',
+        'servo_connector_up{connector="crasher"} 0.0',
+        'servo_connector_up{connector="fine"} 1.0',
+    ):
+        kit.wait_until(lambda line=line: line in (text(kit.probe_or_none(address, "/metrics"))), PROBE_WAIT, 0.1, what=line)
+    # Not ready, naming it; still healthy: the loop turns, and the servo does not end the run.
+    readyz = kit.wait_until(lambda: failing(kit.probe(address, "/readyz")), PROBE_WAIT, 0.1, what="503")
+    assert "crasher (crash-loop)" in readyz["connectors"], readyz
+    assert ok(kit.probe(address, "/healthz"))
+    assert not goodbye_sent(server) and proc.proc.poll() is None
+    proc.signal(signal.SIGTERM)
+    assert proc.wait() == 0
 
 
 def test_nothing_listens_unless_configured_and_only_where_configured(servo, optimizer, kit) -> None:

@@ -232,25 +232,36 @@ def test_sighup_reloads_a_good_config_and_refuses_a_broken_one(servo, optimizer,
 
 
 @pytest.mark.timeout(120)
-def test_restart_intensity_exceeded_stops_the_servo_with_exit_1(servo, optimizer, kit) -> None:
+def test_restart_intensity_exceeded_marks_the_connector_failed_and_the_loop_goes_on(
+    servo, optimizer, kit
+) -> None:
     driver = kit.QueueDriver()
     server = optimizer(driver)
-    config = kit.servo_config(server, [probe(measure={"action": "exit", "exit_code": 3})])
+    neighbour = {"name": "other", "type": "chaos", "config": {"metrics": {"y": {"unit": "n"}}, "values": {"y": 2}}}
+    config = kit.servo_config(server, [probe(measure={"action": "exit", "exit_code": 3}), neighbour])
     config["supervisor"] = {
         "max_restarts": 1,
         "period": "1m",
         "restart_backoff": {"min": "10ms", "max": "50ms"},
+        "failed_retry": "1h",
     }
     proc = servo(config)
-    entries = [driver.push(measure(0.1)) for _ in range(4)]
-    assert proc.wait() == 1, proc.log()
-    crashed = [e.result for e in entries if e.result is not None]
-    assert crashed and all(r["status"] == "failed" for r in crashed), crashed
-    assert "connector-crashed" in {r["reason"] for r in crashed}
+    entries = [driver.push(measure(0.1, ["x", "y"])) for _ in range(4)]
+    for entry in entries:
+        assert entry.finished.wait(FINISH_TIMEOUT), proc.log()
+    results = [e.result for e in entries]
+    assert all(r["status"] == "failed" for r in results), results
+    assert "connector-crashed" in {r["reason"] for r in results}
+    # Once marked failed, its part fails at once naming why; the neighbour's values still come.
+    assert results[-1]["reason"] == "crash-loop" and "connector 'probe' is not up" in results[-1]["message"]
+    assert set(results[-1]["metrics"]) == {"y"}
+    assert proc.proc.poll() is None, proc.log()
+    proc.signal(signal.SIGTERM)
+    assert proc.wait() == 0, proc.log()
     history = server.state()["history"]
-    assert history[-1]["event"] == "GOODBYE" and history[-1]["param"] == {"reason": "failure"}
+    assert history[-1]["event"] == "GOODBYE" and history[-1]["param"] == {"reason": "SIGTERM"}
     log = proc.log()
-    assert "probe" in log and "Traceback" not in log
+    assert "marked failed" in log and "Traceback" not in log
 
 
 @pytest.mark.timeout(120)
