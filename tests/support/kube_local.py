@@ -51,11 +51,15 @@ COMPONENT_LOGS = (
 
 
 def go_missing() -> str | None:
-    """Why the cluster cannot be built here, or None when the Go toolchain is present."""
-    for candidate in (os.environ.get("GO", ""), shutil.which("go") or "", "/usr/local/go/bin/go"):
+    """Why the cluster cannot be built here, or None when the Go toolchain is present (found as
+    scripts/kube-cluster finds it: $GO when set, else on PATH, else /usr/local/go/bin/go)."""
+    chosen = os.environ.get("GO")
+    if chosen:
+        return None if os.access(chosen, os.X_OK) else f"the Go toolchain is absent (GO={chosen} is not executable)"
+    for candidate in (shutil.which("go"), "/usr/local/go/bin/go"):
         if candidate and os.access(candidate, os.X_OK):
             return None
-    return "the Go toolchain is absent (no $GO, no go on PATH, no /usr/local/go/bin/go)"
+    return "the Go toolchain is absent (no go on PATH, no /usr/local/go/bin/go)"
 
 
 def run_script(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
@@ -138,6 +142,12 @@ class LocalCluster:
         if response.status_code != 200:
             raise AssertionError(f"GET {path}: HTTP {response.status_code} {response.text[:300]}")
         return response.json()
+
+    def try_get(self, path: str) -> Any:
+        """GET an API path as the admin; the decoded JSON, or None unless 200 (an API still
+        becoming available, such as metrics.k8s.io before the first scrapes)."""
+        response = self._session.get(self.server + path, timeout=REQUEST_TIMEOUT)
+        return response.json() if response.status_code == 200 else None
 
     def request(self, method: str, path: str, body: Any = None, token: str | None = None) -> requests.Response:
         """Any request; with ``token`` as that bearer instead of the admin certificate."""
