@@ -12,8 +12,8 @@ from waiting import wait_until
 pytestmark = pytest.mark.kube
 
 FIRST_METRICS_TIMEOUT = 180.0
-"""Seconds until a new pod's metrics are served: about 50 s here (two scrapes at a 15 s
-resolution after kwok starts counting), bounded for a busy 2-core machine."""
+"""Seconds until a new pod's metrics are served: about 35 s here (two scrapes at metrics-server's
+10 s resolution after kwok starts counting), bounded for a busy 2-core machine."""
 HPA_TIMEOUT = 120.0
 """Seconds from metrics to the HPA's rescale (it syncs every 5 s in this cluster)."""
 POLL = 2.0

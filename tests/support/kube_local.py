@@ -44,7 +44,7 @@ REQUEST_TIMEOUT = 10.0
 LOG_TAIL_LINES = 40
 TEST_TIMEOUT = 300.0
 """pytest-timeout for each ``kube`` test that sets none: the session's `up` is paid by the first one,
-and the real controllers take their time (first metrics ~50 s)."""
+and the real controllers take their time (a new pod's first metrics: ~35 s)."""
 COMPONENT_LOGS = (
     "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "metrics-server",
 )  # fmt: skip
