@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import kube_local
 import pytest
 from kube_local import LocalCluster
+from waiting import wait_until
 
 pytestmark = pytest.mark.kube
 
@@ -17,6 +19,8 @@ COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-schedul
 LOOPBACK_V4 = "0100007F"
 """127.0.0.1 as /proc/net/tcp writes it (little-endian hex)."""
 TCP_LISTEN = "0A"
+KILLED_GONE_TIMEOUT = 10.0
+"""Seconds for a SIGKILLed component to be reaped (by init: `up` has exited)."""
 OWNER_GONE_TIMEOUT = 120.0
 """Seconds from the owner's death until the cluster is gone (the watcher looks every 2 s; the
 components get 15 s each after SIGTERM, and usually need well under 1 s)."""
@@ -77,6 +81,15 @@ def test_server_reports_the_pinned_version(kube_cluster: LocalCluster) -> None:
     assert kube_cluster.get("/version")["gitVersion"] == pinned["KUBERNETES_VERSION"]
 
 
+def test_the_nodes_are_ready_with_their_capacity(kube_cluster: LocalCluster) -> None:
+    nodes = kube_cluster.get("/api/v1/nodes")["items"]
+    assert [n["metadata"]["name"] for n in nodes] == ["kwok-node-0", "kwok-node-1"]
+    for node in nodes:
+        assert node["status"]["capacity"] == {"cpu": "4", "memory": "16Gi", "pods": "110"}
+        ready = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
+        assert ready[0]["status"] == "True"
+
+
 def test_nothing_listens_off_loopback(kube_cluster: LocalCluster) -> None:
     for name, pid in kube_cluster.pids().items():
         sockets = bound_sockets(pid)
@@ -92,6 +105,7 @@ def test_up_reuses_a_running_cluster_and_down_leaves_nothing(tmp_path: Path) -> 
         assert first.kubeconfig == directory / "kubeconfig" and first.kubeconfig.is_file()
         pids = first.pids()
         assert sorted(pids) == sorted(COMPONENTS)
+        first_watcher = first.state()["watcher"]["pid"]
         nodes = first.get("/api/v1/nodes")["items"]
         assert [n["metadata"]["name"] for n in nodes] == ["kwok-node-0"]
 
@@ -104,12 +118,23 @@ def test_up_reuses_a_running_cluster_and_down_leaves_nothing(tmp_path: Path) -> 
         other_size = kube_local.run_script(["up", "--dir", str(directory), "--nodes", "3"], kube_local.UP_TIMEOUT)
         assert other_size.returncode == 1
         assert other_size.stderr.count("\n") == 1 and "down" in other_size.stderr, other_size.stderr
-        watcher = first.state()["watcher"]["pid"]
+
+        os.kill(pids["kwok"], signal.SIGKILL)  # a broken cluster: status says so, `up` starts it anew
+        wait_until(lambda: not alive(pids["kwok"]), KILLED_GONE_TIMEOUT, 0.05, "kwok gone")
+        broken = first.status()
+        assert broken.returncode == 1
+        assert [line.split()[:2] for line in broken.stdout.splitlines() if line.startswith("kwok")] == [["kwok", "stopped"]]
+        restarted = LocalCluster.up(directory, nodes=1)
+        assert restarted.kubeconfig == first.kubeconfig
+        assert not set(restarted.pids().values()) & set(pids.values())
+        assert not [name for name, pid in pids.items() if alive(pid)] and not alive(first_watcher)
+        pids = restarted.pids()
+        watcher = first.state()["watcher"]
     finally:
         done = first.down()
     assert done.returncode == 0, done.stderr
     assert not [name for name, pid in pids.items() if alive(pid)]
-    assert not alive(watcher)
+    assert watcher is None  # the second `up` was given no owner, and the first watcher was stopped
     assert not directory.exists()
     status = kube_local.run_script(["status", "--dir", str(directory)], kube_local.DOWN_TIMEOUT)
     assert status.returncode == 1 and status.stdout == ""
