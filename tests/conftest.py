@@ -119,7 +119,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # (scripts/test builds them first), 20-40 minutes cold.
     if session.config.option.collectonly or kube_local.go_missing() is not None:
         return
-    if any(item.get_closest_marker("kube") for item in session.items):
+    if any(item.get_closest_marker("kube") for item in session.items) and not kube_local.built():
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("kube: building the local cluster's binaries first (cold: 20-40 min on 2 cores)")
         kube_local.build()
 
 

@@ -71,6 +71,11 @@ def run_script(args: list[str], timeout: float) -> subprocess.CompletedProcess[s
     )  # fmt: skip
 
 
+def built() -> bool:
+    """Whether every binary of the current versions is in the cache (nothing to build)."""
+    return run_script(["build", "--check"], UP_TIMEOUT).returncode == 0
+
+
 def build() -> Path:
     """Builds what is missing (quick when cached); the bin dir."""
     done = run_script(["build"], BUILD_TIMEOUT)
