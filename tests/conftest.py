@@ -164,7 +164,10 @@ def kube_cluster(
         if _in_ci():
             pytest.fail(f"CI=true and {reason}: the real-cluster (kube) tests must run in CI")
         pytest.skip(f"kube: {reason}")
-    cluster = kube_local.LocalCluster.up(tmp_path_factory.mktemp("kube-cluster"), owner_pid=os.getpid())
+    cluster = kube_local.LocalCluster.up(
+        tmp_path_factory.mktemp("kube-cluster"), owner_pid=os.getpid(),
+        hpa_downscale_stabilization=kube_local.HPA_DOWNSCALE_STABILIZATION,
+    )  # fmt: skip
     pytestconfig.stash[KUBE_RUNNING] = cluster
     try:
         yield cluster

@@ -1,7 +1,9 @@
-"""metrics.k8s.io answers with kwok's simulated usage, and the real HPA controller scales on it."""
+"""metrics.k8s.io answers with kwok's simulated usage, and the real HPA controller scales on it, up
+and (with the session cluster's scale-down window of 0 s) down again."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -35,7 +37,6 @@ def hpa(name: str, target_percent: int, max_replicas: int) -> dict[str, Any]:
             "minReplicas": 1, "maxReplicas": max_replicas,
             "metrics": [{"type": "Resource", "resource": {
                 "name": "cpu", "target": {"type": "Utilization", "averageUtilization": target_percent}}}],
-            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 0}},
         },
     }  # fmt: skip
 
@@ -67,8 +68,14 @@ def test_metrics_api_serves_simulated_usage_and_the_hpa_scales_on_it(
     autoscaler = wait_until(rescaled, HPA_TIMEOUT, POLL, "the HPA asking for 4 replicas")
     current = autoscaler["status"]["currentMetrics"][0]["resource"]["current"]
     assert current["averageUtilization"] >= 150
-    scaled = wait_until(
-        lambda: kube_cluster.get(f"/apis/apps/v1/namespaces/{kube_namespace}/deployments/loaded")["spec"]["replicas"]
-        == 4, HPA_TIMEOUT, POLL, "the Deployment scaled to 4 by the HPA",
-    )  # fmt: skip
-    assert scaled
+    def replicas() -> int:
+        return kube_cluster.get(f"/apis/apps/v1/namespaces/{kube_namespace}/deployments/loaded")["spec"]["replicas"]
+
+    wait_until(lambda: replicas() == 4, HPA_TIMEOUT, POLL, "the Deployment scaled to 4 by the HPA")
+
+    # Less load (new pods, through a rollout): the HPA scales down at once, since the session's
+    # cluster runs with no default scale-down stabilization (kube_local.HPA_DOWNSCALE_STABILIZATION).
+    lighter = {"spec": {"template": {"metadata": {"annotations": {"kwok.x-k8s.io/usage-cpu": "20m"}}}}}
+    kube_cluster.kubectl("patch", "deployment/loaded", "-n", kube_namespace, "--type=strategic",
+                         f"--patch={json.dumps(lighter)}")
+    wait_until(lambda: replicas() == 1, FIRST_METRICS_TIMEOUT + HPA_TIMEOUT, POLL, "the HPA scaling down to 1")

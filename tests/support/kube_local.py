@@ -8,8 +8,8 @@
         kube_cluster.get(f"/apis/apps/v1/namespaces/{kube_namespace}/deployments/web")
 
 ``kube_cluster`` is one cluster per test session, started by ``scripts/kube-cluster up`` into a
-temporary directory with ``--owner-pid`` (a killed pytest takes it down too) and brought down at
-the end; ``kube_namespace`` is a fresh namespace per test, deleted afterwards. When a test fails,
+temporary directory with ``--owner-pid`` (a killed pytest takes it down too) and
+``--hpa-downscale-stabilization 0s``, and brought down after the last test that uses it; ``kube_namespace`` is a fresh namespace per test, deleted afterwards. When a test fails,
 the last lines of every component's log are printed in its teardown.
 
 Without the Go toolchain the ``kube`` tests are not run (one line says why), except under
@@ -42,6 +42,9 @@ DOWN_TIMEOUT = 120.0
 KUBECTL_TIMEOUT = 60.0
 REQUEST_TIMEOUT = 10.0
 LOG_TAIL_LINES = 40
+HPA_DOWNSCALE_STABILIZATION = "0s"
+"""The session cluster's default scale-down window for HPAs (Kubernetes' is 5 minutes): an HPA in
+a test scales down as soon as its load falls, unless it sets behavior.scaleDown itself."""
 TEST_TIMEOUT = 300.0
 """pytest-timeout for each ``kube`` test that sets none: the session's `up` is paid by the first one,
 and the real controllers take their time (a new pod's first metrics: ~35 s)."""
@@ -100,8 +103,11 @@ class LocalCluster:
         self._session.trust_env = False  # loopback only: never through a proxy
 
     @classmethod
-    def up(cls, directory: Path, nodes: int = 2, owner_pid: int | None = None) -> LocalCluster:
+    def up(cls, directory: Path, nodes: int = 2, owner_pid: int | None = None,
+           hpa_downscale_stabilization: str | None = None) -> LocalCluster:
         args = ["up", "--dir", str(directory), "--nodes", str(nodes)]
+        if hpa_downscale_stabilization is not None:
+            args += ["--hpa-downscale-stabilization", hpa_downscale_stabilization]
         if owner_pid is not None:
             args += ["--owner-pid", str(owner_pid)]
         done = run_script(args, UP_TIMEOUT)
