@@ -18,7 +18,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -271,7 +271,7 @@ def _num(value: Any) -> str:
 
 
 @contextlib.contextmanager
-def _optimizer_process(plan: Path, state_file: Path):  # type: ignore[no-untyped-def]
+def _optimizer_process(plan: Path, state_file: Path) -> Iterator[str]:
     """Start ``optimizer serve`` on a free loopback port; yield its URL; stop it by PID."""
     command = [
         sys.executable,

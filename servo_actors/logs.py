@@ -135,14 +135,14 @@ class JsonFormatter(logging.Formatter):
         return redact(json.dumps(entry, default=str))
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _StderrHandler(logging.StreamHandler[TextIO]):
     """Writes to whatever ``sys.stderr`` is at the time of each record (it may be swapped)."""
 
     def __init__(self) -> None:
         logging.Handler.__init__(self)
 
     @property
-    def stream(self) -> TextIO:  # type: ignore[override]
+    def stream(self) -> TextIO:
         return sys.stderr
 
     @stream.setter

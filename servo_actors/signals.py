@@ -61,7 +61,7 @@ class SignalWatcher:
 
     def restore(self) -> None:
         for signum, handler in self._previous.items():
-            signal.signal(signum, handler)  # type: ignore[arg-type]
+            signal.signal(signum, handler)  # type: ignore[arg-type]  # a handler that signal.signal returned; None (set outside Python) would raise here
         self._previous.clear()
         with self._wake_lock:  # never a write to a descriptor closed (and maybe reused) meanwhile
             pipe, self._wake = self._wake, None

@@ -31,7 +31,7 @@ _log = logging.getLogger(__name__)
 
 
 def _declares(cls: type[Connector]) -> bool:
-    return getattr(cls.operation_seconds, "__func__", None) is not Connector.operation_seconds.__func__
+    return getattr(cls.operation_seconds, "__func__", None) is not vars(Connector)["operation_seconds"].__func__
 
 
 class DeclaredTimes:

@@ -144,10 +144,10 @@ def environment_host(pid: int) -> int | None:
     prefix = HOST_ENV.encode() + b"="
     for entry in environ.split(b"\0"):
         if entry.startswith(prefix):
-            pid, _, started = entry[len(prefix) :].partition(b":")
+            host_pid, _, started = entry[len(prefix) :].partition(b":")
             # With its start time: a process that reuses a dead host's PID is not that host.
-            if pid.isdigit() and started.isdigit() and processes.start_ticks(int(pid)) == int(started):
-                return int(pid)
+            if host_pid.isdigit() and started.isdigit() and processes.start_ticks(int(host_pid)) == int(started):
+                return int(host_pid)
     return None
 
 

@@ -176,14 +176,14 @@ class _ConnectorCalls:
                 "success",
             )
         if call.operation == "check":
-            found = self.connector.check()
-            if found is None:
+            checks = self.connector.check()
+            if checks is None:
                 return {"checks": []}, (), "success"
-            if isinstance(found, (str, bytes, Mapping)) or not isinstance(found, Iterable):
-                raise InvalidResult(f"check() returned a {type_name(found)}, not a list of checks")
+            if isinstance(checks, (str, bytes, Mapping)) or not isinstance(checks, Iterable):
+                raise InvalidResult(f"check() returned a {type_name(checks)}, not a list of checks")
             # One byte budget for all entries: a generator that never ends is stopped by it.
             converter = PlainConverter(self.byte_limit)
-            entries = [_check_entry(converter, item, f"check()[{index}]") for index, item in enumerate(found)]
+            entries = [_check_entry(converter, item, f"check()[{index}]") for index, item in enumerate(checks)]
             return {"checks": entries}, (), "success"
         raise ValueError(f"unknown operation {call.operation!r}")
 

@@ -182,10 +182,10 @@ def _peer_of(sock: Any) -> str:
     return f"{host}:{port}"
 
 
-def _receive_buffer_class() -> type:
+def _receive_buffer_class() -> type[Any]:
     from thespian.system.transport.streamBuffer import ReceiveBuffer
 
-    class AuthenticatedReceiveBuffer(ReceiveBuffer):  # type: ignore[misc,valid-type]
+    class AuthenticatedReceiveBuffer(ReceiveBuffer):
         """Thespian's receive buffer that verifies the tag before it unpickles anything."""
 
         def __init__(self, serializer: Any = None) -> None:

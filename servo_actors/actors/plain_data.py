@@ -16,7 +16,7 @@ import enum
 import math
 import pathlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -42,6 +42,13 @@ _JSON_SCALARS = (
     bytearray,
 )
 """Other types a result may hold, as JSON has them (ISO dates, decimals as numbers...)."""
+_OWN_ITERATORS: tuple[tuple[type, Callable[[Any], Iterator[Any]]], ...] = (
+    (list, list.__iter__),
+    (tuple, tuple.__iter__),
+    (set, set.__iter__),
+    (frozenset, frozenset.__iter__),
+)
+"""Each sequence type with its own ``__iter__``, called instead of a subclass's override."""
 
 
 class NotPlainData(ValueError):
@@ -165,10 +172,8 @@ class PlainConverter:
                     text = self.key(key, path)
                     result[text] = self.plain(item, f"{path}.{text}", depth + 1)
                 return result
-            for base in (list, tuple, set, frozenset):
-                if isinstance(value, base):
-                    sequence = base.__iter__(value)  # the type's own: an override may not end
-                    break
+            # The type's own __iter__: an override may not end.
+            sequence = next(own_iter(value) for base, own_iter in _OWN_ITERATORS if isinstance(value, base))
             return [self.plain(item, f"{path}[{index}]", depth + 1) for index, item in enumerate(sequence)]
         finally:
             self.active.discard(ident)

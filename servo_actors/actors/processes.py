@@ -16,6 +16,7 @@ import subprocess
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 PR_SET_PDEATHSIG = 1
 """prctl option: a signal the kernel sends this process when its parent thread exits."""
@@ -193,7 +194,7 @@ def wait_for_exit_or(pids: Iterable[int], fds: Iterable[int], timeout: float) ->
     return True
 
 
-def stop_child(proc: subprocess.Popen, timeout: float) -> None:
+def stop_child(proc: subprocess.Popen[Any], timeout: float) -> None:
     """SIGTERM ``proc`` (a process this one started) and wait; SIGKILL it if it outlives ``timeout``."""
     if proc.poll() is not None:
         return
@@ -218,7 +219,7 @@ def exit_description(code: int | None) -> str:
 
 
 def _socket_inodes(pid: int) -> set[int]:
-    inodes = set()
+    inodes: set[int] = set()
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
     except (FileNotFoundError, PermissionError):

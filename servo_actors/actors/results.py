@@ -122,7 +122,7 @@ def aggregate(
     """
     if extra_problem:
         # The same rules as a connector's part: a known status, a one-word reason.
-        extra_problem = normalise_failure(*extra_problem)  # type: ignore[assignment]
+        extra_problem = normalise_failure(*extra_problem)  # type: ignore[assignment]  # a str message stays a str
     statuses = [part.status for part in parts]
     if extra_problem:
         statuses.append(extra_problem[0])

@@ -683,7 +683,7 @@ class ServoRuntime:
             self._system.tell(self._supervisor, message)
         except Exception as exc:  # Thespian's failures are not ServoErrors: name what is wrong
             self._lose(f"the supervisor cannot be reached ({type(exc).__name__}: {exc})")
-            raise self._lost from None  # type: ignore[misc]
+            raise self._lost from None  # type: ignore[misc]  # _lose() just set it: never None here
 
     @staticmethod
     def _new_id(kind: str) -> str:

@@ -107,7 +107,7 @@ def _patch_thespian() -> None:
         # Read before the original reaps it: a zombie still shows its start time. (The waitid
         # first, so a running child costs one system call, not a /proc read.)
         exited = isinstance(pid, int) and processes.exit_status_nowait(pid) is not None
-        started = processes.start_ticks(pid) if exited else None
+        started = processes.start_ticks(pid) if exited and isinstance(pid, int) else None
         alive = original_liveness(child_info)
         if not alive and proc is not None and proc.exitcode is not None and pid:
             record_exit_code(pid, started, proc.exitcode)

@@ -72,7 +72,8 @@ class Watchdog:
         """An answer to ``request_id`` arrived: if it was the ping, the next is due an interval after
         it went out (at once if the answer was read later than that: a SLEEP reads it late)."""
         if self._ping is not None and self._ping[0] == request_id:
-            self._ping, self._next_ping = None, max(now, self._ping[1] + self.interval)
+            sent_at = self._ping[1]
+            self._ping, self._next_ping = None, max(now, sent_at + self.interval)
 
     def next_check(self, now: float) -> float:
         """The latest moment of the next look (``verdict``, a ping) for the bounds above to hold,
@@ -105,6 +106,6 @@ class Watchdog:
             else:
                 self._stopped_since.pop(pid, None)
         if self._ping is not None and now - self._ping[1] >= self.timeout:
-            pid = self.watched.get("supervisor")
-            return f"the supervisor (pid {pid}) did not answer a liveness check within {self.timeout:g}s"
+            supervisor_pid = self.watched.get("supervisor")
+            return f"the supervisor (pid {supervisor_pid}) did not answer a liveness check within {self.timeout:g}s"
         return None

@@ -128,12 +128,12 @@ def agent_cmd(
         raise UsageError(f"--listen and --join are both {listen}: an agent joins another system")
     try:
         key_from_file(secret_file)  # read again at start; checked here so a bad one exits 2
-        check_listen_address(listen)  # type: ignore[arg-type]
+        check_listen_address(listen)  # type: ignore[arg-type]  # an Endpoint (the option's callback); typed object to keep the import lazy
     except SupervisorError as exc:
         raise UsageError(str(exc)) from None
     options = AgentOptions(
-        listen=listen,  # type: ignore[arg-type]
-        join=join,  # type: ignore[arg-type]
+        listen=listen,  # type: ignore[arg-type]  # an Endpoint, as above
+        join=join,  # type: ignore[arg-type]  # an Endpoint, as above
         capabilities=parse_capabilities(capabilities),
         secret_file=secret_file,
         rejoin_min=rejoin_min,

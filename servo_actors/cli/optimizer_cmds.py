@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import sys
 import time
 from pathlib import Path
 from types import FrameType
@@ -178,7 +179,8 @@ def cancel(url: str, reason: str | None, app: str | None, admin_token_file: Path
 
 def _flush() -> None:
     # Whoever started `serve` (a test, a script) reads the URL line from a pipe: send it now.
-    click.get_text_stream("stdout").flush()
+    # sys.stdout, not click.get_text_stream (deprecated in click 8.5, removed in 9): the same stream.
+    sys.stdout.flush()
 
 
 PLAN_SUFFIXES = (".yaml", ".yml", ".json")

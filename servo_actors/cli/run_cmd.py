@@ -57,7 +57,7 @@ def run_cmd(state: CliState, check_first: bool, dry_run: bool, metrics_listen: s
 def _run_checks(config: object) -> None:
     from servo_actors.actors import ServoRuntime
 
-    with ServoRuntime(config) as runtime:  # type: ignore[arg-type]
+    with ServoRuntime(config) as runtime:  # type: ignore[arg-type]  # a ServoConfig: typed object to keep the import lazy
         result = runtime.run("check")
     checks = result.data.get("checks", [])
     for check in checks:

@@ -81,7 +81,7 @@ def config_error(problems: Sequence[ConfigProblem]) -> ConfigError:
         error = ConfigError("\n".join(str(problem) for problem in problems))
         sources = {problem.source for problem in problems}
         error.source = sources.pop() if len(sources) == 1 else None
-    error.problems = list(problems)  # type: ignore[attr-defined]
+    error.problems = list(problems)  # type: ignore[attr-defined]  # extra detail for callers that list each problem; ConfigError (errors.py) is below config and cannot name Problem
     return error
 
 

@@ -247,7 +247,7 @@ class ChaosConnector(Connector):
     # ----- faults ------------------------------------------------------------------------------
 
     def _fault(self, operation: str) -> None:
-        fault = self.config.faults.get(operation)  # type: ignore[call-overload]
+        fault = self.config.faults.get(operation)  # type: ignore[call-overload]  # a str key outside the Literal gives None
         if fault is None or fault.action == "none":
             return
         if fault.only_if_file and not os.path.exists(fault.only_if_file):
@@ -312,7 +312,7 @@ class ChaosConnector(Connector):
 
     def _do_spawn_detached(self, fault: Fault) -> None:
         args = [str(fault.seconds), fault.marker]
-        quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        quiet: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
         child = subprocess.Popen(
             [sys.executable, "-c", DETACHED_SLEEP, *args], start_new_session=True, **quiet
         )

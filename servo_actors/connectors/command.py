@@ -330,7 +330,7 @@ def _run(
 
 
 def _wait_for_exit(
-    proc: subprocess.Popen, timeout: float, tick_interval: float, on_tick: Callable[[float], None] | None
+    proc: subprocess.Popen[Any], timeout: float, tick_interval: float, on_tick: Callable[[float], None] | None
 ) -> bool:
     """True when the command's process exits within ``timeout``; it is left unreaped (Linux)."""
     began = time.monotonic()

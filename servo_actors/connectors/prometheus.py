@@ -37,7 +37,8 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal
 
 import requests
-from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
+from prometheus_api_client import PrometheusConnect
+from prometheus_api_client.exceptions import PrometheusApiClientException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry

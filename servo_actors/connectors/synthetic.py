@@ -106,7 +106,7 @@ class SyntheticModel:
             self._offered = _OFFERED_RPS * (1 + variation.uniform(-_SEED_VARIATION, _SEED_VARIATION))
             self._per_core = _RPS_PER_CORE * (1 + variation.uniform(-_SEED_VARIATION, _SEED_VARIATION))
 
-    def components(self) -> dict:
+    def components(self) -> dict[str, Any]:
         """The settings with their bounds and default values, as ``describe`` shows them."""
         return {_DEFAULT_COMPONENT: {"settings": copy.deepcopy(_SETTINGS)}}
 
@@ -247,7 +247,7 @@ class SyntheticConnector(Connector):
         last = int(time.time())
         stamps = range(last - points + 1, last + 1)
         replicas = int(self._values["replicas"])
-        series: dict[str, dict[str, list]] = {name: {} for name in metrics}
+        series: dict[str, dict[str, list[list[float]]]] = {name: {} for name in metrics}
         for stamp in stamps:
             for replica in range(replicas):
                 # One draw per replica and second; only p99_latency is reported per replica.

@@ -260,10 +260,10 @@ def propose_by_model(space: SearchSpace, trials: Sequence[ModelTrial], rng: rand
 
     features = grid.features(pool)
     per_column = squared_differences(features, x)  # shared by every model
-    mean, sd = models[0].predict(features, per_column)  # type: ignore[union-attr]
+    mean, sd = models[0].predict(features, per_column)  # type: ignore[union-attr]  # None returned early above
     feasibility = np.ones(len(pool))
     for model in models[1:]:
-        margin_mean, margin_sd = model.predict(features, per_column)  # type: ignore[union-attr]
+        margin_mean, margin_sd = model.predict(features, per_column)  # type: ignore[union-attr]  # as above
         feasibility *= _normal_cdf(-margin_mean / np.maximum(margin_sd, _TINY))
     if feasible:
         best = float(objective[order[0]])

@@ -116,7 +116,7 @@ class GaussianProcess:
 
     @classmethod
     def fit(
-        cls, x: np.ndarray, y: Sequence[float], groups: Sequence[Sequence[int]]
+        cls, x: np.ndarray, y: Sequence[float] | np.ndarray, groups: Sequence[Sequence[int]]
     ) -> GaussianProcess | None:
         """Fit on rows ``x`` (n, d) and values ``y``; ``groups`` lists the columns sharing a length
         scale. None with fewer than two points."""

@@ -351,12 +351,12 @@ def _step(raw: Any, source: str, key: str) -> Step:
         times = spec.times if spec.times is not None else 1
         return FaultStep(fault=spec.fault(), seconds=spec.for_, times=times, events=events)
     try:
-        spec = _CommandSpec.model_validate(raw)
+        command_spec = _CommandSpec.model_validate(raw)
     except ValidationError as exc:
         raise _config_error(exc, source, key) from None
-    command: dict[str, Any] = {"cmd": spec.cmd}
-    if spec.param is not None:
-        command["param"] = spec.param
+    command: dict[str, Any] = {"cmd": command_spec.cmd}
+    if command_spec.param is not None:
+        command["param"] = command_spec.param
     try:
         parsed = parse_reply(command)
     except ProtocolError as exc:
@@ -364,6 +364,6 @@ def _step(raw: Any, source: str, key: str) -> Step:
         raise ConfigError(message, source=source, key=f"{key}.{exc.field}" if exc.field else key) from None
     return CommandStep(
         command=to_wire(parsed),
-        progress=[_reply(value) for value in spec.progress],
-        result_reply=_reply(spec.result_reply),
+        progress=[_reply(value) for value in command_spec.progress],
+        result_reply=_reply(command_spec.result_reply),
     )

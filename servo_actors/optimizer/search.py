@@ -377,9 +377,10 @@ class SearchDriver:
             self._message = f"DESCRIBE {status} ({reason}): {message or 'no message'}"
             return
         try:
-            application = descriptor["application"]  # type: ignore[index]
+            # An optimizer-side reply is untrusted JSON: the except below names a wrong shape.
+            application = descriptor["application"]  # type: ignore[index]  # any shape, caught below
             space = SearchSpace.from_components(application["components"])
-            metrics = descriptor.get("measurement", {}).get("metrics", {})  # type: ignore[union-attr]
+            metrics = descriptor.get("measurement", {}).get("metrics", {})  # type: ignore[attr-defined]  # as above
         except (TypeError, KeyError, AttributeError, ValueError) as exc:
             self._message = f"DESCRIPTION unusable: {exc}"
             return
@@ -555,7 +556,7 @@ def _applied(requested: Settings, state: object) -> Settings:
     """The settings in force: the ADJUSTMENT's ``state`` where it says, what was asked for elsewhere."""
     applied = {component: dict(values) for component, values in requested.items()}
     try:
-        components = state["application"]["components"]  # type: ignore[index]
+        components = state["application"]["components"]  # type: ignore[index]  # untrusted JSON: a wrong shape is caught below
         for component, body in components.items():
             for name, setting in body["settings"].items():
                 if component in applied and name in applied[component] and "value" in setting:

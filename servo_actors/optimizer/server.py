@@ -455,7 +455,7 @@ class OptimizerServer:
     @property
     def url(self) -> str:
         """``http://HOST:PORT``: use it as a servo's ``base_url``."""
-        host, port = self._httpd.server_address[:2]
+        host, port = self._httpd.socket.getsockname()[:2]  # what server_address holds, typed for TCP
         return f"http://{host}:{port}"
 
     @property

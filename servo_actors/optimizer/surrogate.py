@@ -145,7 +145,7 @@ class _OutputFit:
                 score += 0.5 * math.log(held_out) + 0.5 * error * error / held_out
             if best is None or score < best[0]:
                 best = (score, length_scale, lower, alpha, variance)
-        _, length_scale, lower, alpha, variance = best  # type: ignore[misc]
+        _, length_scale, lower, alpha, variance = best  # type: ignore[misc]  # the loop above ran at least once: best is set
         return cls(mean, sd, trend, length_scale, lower, alpha, variance)
 
 

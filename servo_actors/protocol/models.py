@@ -458,7 +458,7 @@ def parse_reply(obj: Any) -> Command | OptimizerStatus:
         raise ProtocolError(
             f"unknown command {_show(name)} (expected DESCRIBE, MEASURE, ADJUST or SLEEP)", field="cmd"
         )
-    return validate(model, obj)  # type: ignore[return-value]
+    return validate(model, obj)  # type: ignore[return-value]  # every model of _COMMAND_MODELS is a Command
 
 
 def parse_envelope(obj: Any) -> Envelope:
@@ -580,7 +580,7 @@ def adjustment_result(
 ) -> dict[str, Any]:
     """An ok ADJUSTMENT whose state holds ``components`` (the values now in force) and ``metrics``
     (as ``describe`` gives them), in the shape of a DESCRIPTION's ``descriptor``."""
-    fields = {"status": "ok", "reason": "success", "cmd_uid": cmd_uid}
+    fields: dict[str, Any] = {"status": "ok", "reason": "success", "cmd_uid": cmd_uid}
     state: dict[str, Any] = {"application": {"components": components}}
     if metrics is not None:
         state["measurement"] = {"metrics": metrics}

@@ -53,6 +53,10 @@ RESERVED_SETTINGS = (
 Target = Literal["request", "limit"]
 
 
+def _both_targets() -> list[Target]:
+    return ["request", "limit"]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
@@ -64,7 +68,7 @@ class _Bounds(_Strict):
 
     @model_validator(mode="after")
     def _ordered(self) -> _Bounds:
-        low, high, step = self.min, self.max, self.step  # type: ignore[attr-defined]
+        low, high, step = self.min, self.max, self.step  # type: ignore[attr-defined]  # every subclass declares the three
         if low > high:
             raise ValueError(f"min ({low}) is more than max ({high})")
         if step <= 0:
@@ -78,7 +82,7 @@ class CpuRange(_Bounds):
     min: Cores = Field(gt=0)
     max: Cores
     step: Cores = "125m"  # type: ignore[assignment]  # validated into cores
-    set: list[Target] = Field(default_factory=lambda: ["request", "limit"], min_length=1)
+    set: list[Target] = Field(default_factory=_both_targets, min_length=1)
 
 
 class MemoryRange(_Bounds):
@@ -87,7 +91,7 @@ class MemoryRange(_Bounds):
     min: GiB = Field(gt=0)
     max: GiB
     step: GiB = "128Mi"  # type: ignore[assignment]  # validated into GiB
-    set: list[Target] = Field(default_factory=lambda: ["request", "limit"], min_length=1)
+    set: list[Target] = Field(default_factory=_both_targets, min_length=1)
 
 
 class CountRange(_Bounds):

@@ -71,8 +71,8 @@ def wanted_fields(owned: Owned, targets: DeploymentTargets, config: DeploymentCo
                 continue
             for kind in bounds.set:
                 fields[f"{_TARGET_KEY[kind]}.{resource}"] = fmt(value)
-        for env_name, value in target.env.items():
-            fields[f"env.{env_name}"] = {"value": value}
+        for env_name, env_text in target.env.items():
+            fields[f"env.{env_name}"] = {"value": env_text}
     return wanted
 
 

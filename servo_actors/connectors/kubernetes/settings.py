@@ -7,7 +7,7 @@ without a cluster. Values are read as the cluster has them, in or out of the con
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,7 +76,7 @@ def find_container(deployment: dict[str, Any], name: str) -> dict[str, Any] | No
     return None
 
 
-def resource_value(container: dict[str, Any], resource: str, prefer: list[str]) -> str | None:
+def resource_value(container: dict[str, Any], resource: str, prefer: Sequence[str]) -> str | None:
     """The raw quantity of ``resource``: the first of ``prefer`` (request/limit) that is set, else the other.
 
     A container without requests falls back to its limits (and the other way round).
