@@ -79,6 +79,8 @@ def run_agent(options: AgentOptions, stop: threading.Event) -> int:
     handle = ActorSystemHandle(run_dir, listen=options.listen, capabilities=dict(SYSTEM_CAPABILITIES), key=key)
     try:
         handle.start()
+        if stop.is_set():  # a stop while the system started: nothing was joined yet
+            return 0
         agent = handle.create_actor(_member_agent_class())
         settings = mm.MemberSettings(
             member=str(options.listen),
@@ -89,7 +91,9 @@ def run_agent(options: AgentOptions, stop: threading.Event) -> int:
         )
         request = mm.Configure(f"configure-{next(_ids)}", settings)
         handle.tell(agent, request)
-        status = _await(handle, request.request_id, STARTUP_TIMEOUT)
+        status = _await(handle, request.request_id, STARTUP_TIMEOUT, stop)
+        if status is None and stop.is_set():
+            return 0
         if status is None:
             raise AgentFailed(f"the member agent did not answer within {STARTUP_TIMEOUT:g}s")
         offered = ", ".join(f"{k}={v}" if v else k for k, v in sorted(options.capabilities.items())) or "none"
@@ -141,9 +145,10 @@ def _serve(handle: ActorSystemHandle, agent: Any, agent_pid: int, join: Endpoint
     return 0
 
 
-def _await(handle: ActorSystemHandle, request_id: str, timeout: float) -> Any:
+def _await(handle: ActorSystemHandle, request_id: str, timeout: float, stop: threading.Event) -> Any:
+    """The answer to ``request_id``; None after ``timeout`` or once ``stop`` is set."""
     deadline = time.monotonic() + timeout
-    while (remaining := deadline - time.monotonic()) > 0:
+    while (remaining := deadline - time.monotonic()) > 0 and not stop.is_set():
         message = handle.listen(min(remaining, LISTEN_SLICE))
         if getattr(message, "request_id", None) == request_id:
             return message

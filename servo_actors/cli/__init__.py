@@ -21,7 +21,7 @@ import click
 from servo_actors import __version__
 from servo_actors.cli.agent_cmd import agent_cmd
 from servo_actors.cli.config_cmds import config_cmd, connectors_cmd, schema_cmd, validate_cmd
-from servo_actors.cli.context import CliState
+from servo_actors.cli.context import CliState, SignalAwareGroup
 from servo_actors.cli.demo_cmd import demo_cmd
 from servo_actors.cli.operations import adjust_cmd, check_cmd, describe_cmd, measure_cmd
 from servo_actors.cli.optimizer_cmds import optimizer
@@ -36,7 +36,7 @@ PROG_NAME = "servo-actors"
 INTERNAL_ERROR_EXIT = 1
 
 
-class ServoGroup(click.Group):
+class ServoGroup(SignalAwareGroup):
     """A click group that applies the error policy to every command under it."""
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -142,5 +142,8 @@ cli.add_command(agent_cmd)
 
 
 def main() -> None:
-    """Entry point of the ``servo-actors`` script and ``python -m servo_actors``."""
+    """Run the command line (``servo_actors.__main__`` takes the stop signals before importing it)."""
+    from servo_actors import signals
+
+    signals.take_over_process()  # a no-op after __main__; here for a caller that starts from this
     cli.main(prog_name=PROG_NAME)

@@ -13,13 +13,12 @@ on its own; 2 for bad options or an unusable secret file).
 from __future__ import annotations
 
 import re
-import signal
-import threading
 from pathlib import Path
-from types import FrameType
 
 import click
 
+from servo_actors import signals
+from servo_actors.cli.context import watches_stop_signals
 from servo_actors.durations import parse_duration
 from servo_actors.errors import SupervisorError, UsageError
 
@@ -67,6 +66,7 @@ def _duration(_ctx: click.Context, param: click.Parameter, value: str) -> float:
     return seconds
 
 
+@watches_stop_signals
 @click.command("agent")
 @click.option(
     "--listen",
@@ -140,16 +140,7 @@ def agent_cmd(
         rejoin_max=rejoin_max,
         run_dir=run_dir,
     )
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        code = run_agent(options, stop)
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    with signals.watching() as watcher:
+        code = run_agent(options, watcher.stop)
     if code:
         raise click.exceptions.Exit(code)

@@ -106,3 +106,33 @@ def format_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> st
         "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
         for line in lines
     )
+
+
+# ----- stop signals ----------------------------------------------------------------------------
+
+_WATCHES_STOP = "watches_stop_signals"
+
+
+def watches_stop_signals(command: click.Command) -> click.Command:
+    """Mark ``command`` as one that runs in ``signals.watching()`` and checks its stop at every wait.
+
+    Such a command keeps the signals the entry point took (signals.py); any other command gets
+    the default dispositions back before it runs (``SignalAwareGroup``).
+    """
+    setattr(command, _WATCHES_STOP, True)
+    return command
+
+
+class SignalAwareGroup(click.Group):
+    """A group that hands the stop signals back to a command that does not watch them."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is not None and not isinstance(command, click.Group):
+            if not getattr(command, _WATCHES_STOP, False):
+                from servo_actors import signals
+
+                signals.give_back_process()
+        return name, command, rest

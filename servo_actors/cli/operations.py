@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from servo_actors import signals
 from servo_actors.cli.context import (
     CliState,
     color_enabled,
@@ -51,6 +52,7 @@ from servo_actors.cli.context import (
     is_terminal,
     json_option,
     pass_state,
+    watches_stop_signals,
 )
 from servo_actors.durations import format_duration
 from servo_actors.errors import ConnectorError, SupervisorError, UsageError
@@ -58,13 +60,12 @@ from servo_actors.errors import ConnectorError, SupervisorError, UsageError
 if TYPE_CHECKING:
     from servo_actors.actors import OperationResult, ServoRuntime
     from servo_actors.config import ServoConfig
+    from servo_actors.signals import SignalWatcher
 
 DEFAULT_MEASURE_DURATION = 0.0
 """Seconds ``measure`` measures without ``-d``: 0 means "now" (one reading per connector)."""
 REFRESH_INTERVAL = 0.2
 """Seconds between two looks at a running operation (progress redraw, signal check)."""
-INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-"""Signals that stop the running operation and its connectors; the exit code is 128 + signal."""
 SIGNAL_EXIT_BASE = 128
 STEP_TOLERANCE = 1e-6
 """How far from the step grid (in steps) a value may be: absorbs float error such as 0.1 + 0.2."""
@@ -75,63 +76,41 @@ BAR_WIDTH = 24
 # ----- running one operation -----------------------------------------------------------------------
 
 
-class _Interrupted(BaseException):
-    """Raised by the signal handler. A BaseException, so no ``except Exception`` in Thespian eats it."""
+class _Interrupted(Exception):
+    """A stop signal was found at a wait: the operation is abandoned (raised by our own loop)."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
 
 
-class _SignalGuard:
-    """While armed, SIGINT/SIGTERM raise ``_Interrupted``; while stopping, they are ignored."""
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self.stopping = False
-        self._previous = {sig: signal.getsignal(sig) for sig in INTERRUPT_SIGNALS}
-
-    def _handler(self, signum: int, _frame: Any) -> None:
-        if self.stopping:
-            return
-        self.received = signum
-        raise _Interrupted(signum)
-
-    def arm(self) -> None:
-        for sig in INTERRUPT_SIGNALS:
-            signal.signal(sig, self._handler)
-
-    def check(self) -> None:
-        """Raise if a signal came in whose exception something swallowed on the way up."""
-        if self.received is not None:
-            raise _Interrupted(self.received)
-
-    def restore(self) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+def _check_stop(watcher: SignalWatcher) -> None:
+    if watcher.stop.is_set():
+        raise _Interrupted(watcher.stop_signum or signal.SIGTERM)
 
 
 @contextlib.contextmanager
-def _connectors(config: ServoConfig, operation: str) -> Iterator[tuple[ServoRuntime, _SignalGuard]]:
-    """The started runtime; on every way out it is stopped, and a signal becomes a clean exit."""
+def _connectors(config: ServoConfig, operation: str) -> Iterator[tuple[ServoRuntime, SignalWatcher]]:
+    """The started runtime; on every way out it is stopped, and a stop signal becomes a clean exit.
+
+    The signal handler only records the signal (signals.py): the start and every wait of
+    ``_perform`` look at it, so a signal at any moment abandons the operation within one
+    ``REFRESH_INTERVAL``, and a second one changes nothing (the stop is bounded on its own).
+    """
     from servo_actors.actors import ServoRuntime
 
-    runtime = ServoRuntime(config)
-    guard = _SignalGuard()
     interrupted: _Interrupted | None = None
-    try:
-        guard.arm()
-        runtime.start()
-        yield runtime, guard
-    except _Interrupted as exc:
-        interrupted = exc
-    finally:
-        # A second Ctrl-C must not cut the cleanup short; stop() is bounded on its own.
-        guard.stopping = True
+    with signals.watching() as watcher:
+        runtime = ServoRuntime(config)
         try:
-            runtime.stop()
+            _check_stop(watcher)
+            if not runtime.start(stop=watcher.stop):  # False: stopped while the connectors started
+                raise _Interrupted(watcher.stop_signum or signal.SIGTERM)
+            yield runtime, watcher
+        except _Interrupted as exc:
+            interrupted = exc
         finally:
-            guard.restore()
+            runtime.stop()
     if interrupted is not None:
         click.echo(
             f"interrupted by {interrupted}: {operation} abandoned, its connectors were stopped",
@@ -142,17 +121,18 @@ def _connectors(config: ServoConfig, operation: str) -> Iterator[tuple[ServoRunt
 
 def _perform(
     runtime: ServoRuntime,
-    guard: _SignalGuard,
+    watcher: SignalWatcher,
     operation: str,
     *,
     progress: _ProgressLine | None = None,
     **kwargs: Any,
 ) -> OperationResult:
     """``operation`` to its result, redrawing ``progress`` and noticing signals on the way."""
+    _check_stop(watcher)
     op = runtime.begin(operation, **kwargs)
     try:
         while (result := runtime.wait(op, REFRESH_INTERVAL)) is None:
-            guard.check()
+            _check_stop(watcher)
             if progress is not None:
                 progress.draw(op.progress, op.message)
             if not runtime.started:
@@ -300,6 +280,7 @@ def _status_word(ok: bool) -> _Styled:
 # ----- describe ----------------------------------------------------------------------------------
 
 
+@watches_stop_signals
 @click.command("describe")
 @json_option
 @pass_state
@@ -308,8 +289,8 @@ def describe_cmd(state: CliState, as_json: bool) -> None:
 
     Exits 1, naming the connector, when one of them fails to describe itself.
     """
-    with _connectors(state.config, "describe") as (runtime, guard):
-        result = _perform(runtime, guard, "describe")
+    with _connectors(state.config, "describe") as (runtime, watcher):
+        result = _perform(runtime, watcher, "describe")
         placement = _placement(runtime, state.config)
     if as_json:
         echo_json(_with_placement(_payload(result), placement))
@@ -348,6 +329,7 @@ def _echo_placement(placement: dict[str, str] | None) -> None:
 # ----- check -------------------------------------------------------------------------------------
 
 
+@watches_stop_signals
 @click.command("check")
 @json_option
 @pass_state
@@ -358,8 +340,8 @@ def check_cmd(state: CliState, as_json: bool) -> None:
     With an optimizer configured, one more row (connector ``servo``, check ``identity``) says
     whether a servo of the same identity runs here and reports a conflict (``identity.py``).
     """
-    with _connectors(state.config, "check") as (runtime, guard):
-        result = _perform(runtime, guard, "check")
+    with _connectors(state.config, "check") as (runtime, watcher):
+        result = _perform(runtime, watcher, "check")
         placement = _placement(runtime, state.config)
     checks = list(result.data.get("checks") or [])
     identity = _identity_check(state.config)
@@ -434,6 +416,7 @@ def _measure_rows(metrics: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
+@watches_stop_signals
 @click.command("measure")
 @click.argument("metrics", nargs=-1)
 @click.option(
@@ -457,14 +440,14 @@ def measure_cmd(state: CliState, metrics: tuple[str, ...], duration: float, as_j
     from servo_actors.connectors.base import Control
 
     control = Control(duration=duration)
-    with _connectors(state.config, "measure") as (runtime, guard):
+    with _connectors(state.config, "measure") as (runtime, watcher):
         wanted = None
         if metrics:
-            described = _perform(runtime, guard, "describe")
+            described = _perform(runtime, watcher, "describe")
             _raise_unless_ok(described)
             wanted = _known_metrics(metrics, described.data.get("metrics") or {})
         progress = _progress_for("measure", control.expected_seconds)
-        result = _perform(runtime, guard, "measure", progress=progress, metrics=wanted, control=control)
+        result = _perform(runtime, watcher, "measure", progress=progress, metrics=wanted, control=control)
     if as_json:
         echo_json(_payload(result))
     else:
@@ -585,6 +568,7 @@ def _adjust_rows(components: dict[str, Any], request: dict[str, Any]) -> list[li
     return rows
 
 
+@watches_stop_signals
 @click.command("adjust")
 @click.argument("assignments", nargs=-1, required=True, metavar="COMPONENT.SETTING=VALUE...")
 @json_option
@@ -596,12 +580,12 @@ def adjust_cmd(state: CliState, assignments: tuple[str, ...], as_json: bool) -> 
     of range, off its step or not among its values exits 2 naming it, and nothing is adjusted.
     """
     parsed = parse_assignments(assignments)
-    with _connectors(state.config, "adjust") as (runtime, guard):
-        described = _perform(runtime, guard, "describe")
+    with _connectors(state.config, "adjust") as (runtime, watcher):
+        described = _perform(runtime, watcher, "describe")
         _raise_unless_ok(described)
         request = resolve_assignments(parsed, described.data.get("components") or {})
         progress = _progress_for("adjust", 0.0)
-        result = _perform(runtime, guard, "adjust", progress=progress, components=request)
+        result = _perform(runtime, watcher, "adjust", progress=progress, components=request)
     if as_json:
         echo_json(_payload(result))
     else:

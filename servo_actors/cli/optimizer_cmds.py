@@ -13,37 +13,33 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import sys
-import time
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import click
 
+from servo_actors import signals
+from servo_actors.cli.context import SignalAwareGroup, watches_stop_signals
 from servo_actors.errors import ConfigError, OptimizerError, UsageError
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8085
 DEFAULT_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
 SERVE_WAKE_INTERVAL = 1.0
-"""``serve`` waits for SIGTERM/SIGINT in sleeps this long."""
+"""``serve`` waits for SIGTERM/SIGINT in waits this long (a signal ends one at once)."""
 CANCEL_TIMEOUT = 5.0
 """Seconds ``optimizer cancel`` waits for the server (connect and read)."""
 DEFAULT_SEARCH_PLAN: dict[str, Any] = {"app": "example.com/web", "objective": {"minimize": "cost"}}
 """The plan ``serve`` uses without ``--plan``: search the synthetic application for the lowest cost."""
 
 
-@click.group("optimizer")
+@click.group("optimizer", cls=SignalAwareGroup)
 def optimizer() -> None:
     """The embedded optimizer: serve the servo protocol on loopback, or cancel its current command."""
 
 
-class _Stop(Exception):
-    """Raised by the signal handler to end ``serve``'s wait at once."""
-
-
+@watches_stop_signals
 @optimizer.command("serve")
 @click.option(
     "--host", default=DEFAULT_HOST, show_default=True, help="Address to listen on (keep it loopback)."
@@ -85,7 +81,7 @@ def serve(
     admin_token_file: Path | None,
 ) -> None:
     """Serve the optimizer's side of the protocol until SIGTERM or SIGINT."""
-    from servo_actors.optimizer.server import Application, OptimizerServer
+    from servo_actors.optimizer.server import Application
 
     plans = _load_plans(plan_paths)
     admin_token = _read_admin_token(admin_token_file) if admin_token_file is not None else None
@@ -94,22 +90,29 @@ def serve(
         driver, app, token = _driver_for(plan, source, _state_file(state_path, plan, source, len(plans)))
         applications.append(Application(driver, app=app, token=token))
     _unique_apps(applications, plans)
+    with signals.watching() as watcher:
+        if not watcher.stop.is_set():  # a stop during start-up: nothing to serve
+            _serve_until_stopped(watcher, applications, admin_token, admin_token_file, host, port)
+    click.echo(f"stopped ({watcher.stop_signal or 'done'})")
+
+
+def _serve_until_stopped(
+    watcher: signals.SignalWatcher,
+    applications: list[Any],
+    admin_token: str | None,
+    admin_token_file: Path | None,
+    host: str,
+    port: int,
+) -> None:
+    from servo_actors.optimizer.server import OptimizerServer
+
     try:
         server = OptimizerServer(applications=applications, admin_token=admin_token, host=host, port=port)
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     app = server.names()
-
-    stopping: list[str] = []
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        if not stopping:  # raise once: the second signal must not interrupt the clean stop
-            stopping.append(signal.Signals(signum).name)
-            raise _Stop
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    server.start()
     try:
-        server.start()
         click.echo(f"embedded optimizer for {app}: {server.url}")
         for application in server.applications:
             click.echo(f"servo endpoint for {application.app}: {server.url}{application.servo_path}")
@@ -123,17 +126,10 @@ def serve(
         else:
             click.echo(f"console: {server.url}/")
         _flush()
-        while True:
-            # Our handlers raise _Stop out of the sleep; the slice bounds the rare signal that lands
-            # just before a sleep begins.
-            time.sleep(SERVE_WAKE_INTERVAL)
-    except _Stop:
-        pass
+        while not watcher.sleep(SERVE_WAKE_INTERVAL):
+            pass
     finally:
         server.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    click.echo(f"stopped ({stopping[0] if stopping else 'done'})")
 
 
 @optimizer.command("cancel")

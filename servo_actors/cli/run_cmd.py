@@ -1,11 +1,29 @@
-"""`servo-actors run`: connect to the optimizer and run the control loop until SIGTERM/SIGINT."""
+"""`servo-actors run`: connect to the optimizer and run the control loop until SIGTERM/SIGINT.
+
+The whole command runs in ``signals.watching``: a signal during the checks of ``--check`` ends
+them (their connectors killed) and the run exits 0, as a signal during the run itself does.
+"""
 
 from __future__ import annotations
 
+import logging
+import time
+from typing import TYPE_CHECKING
+
 import click
 
-from servo_actors.cli.context import CliState, pass_state
-from servo_actors.errors import ServoError
+from servo_actors import signals
+from servo_actors.cli.context import CliState, pass_state, watches_stop_signals
+from servo_actors.errors import ServoError, SupervisorError
+
+if TYPE_CHECKING:
+    from servo_actors.actors import OperationResult
+    from servo_actors.config import ServoConfig
+
+log = logging.getLogger(__name__)
+
+CHECK_WAIT_SLICE = 0.1
+"""Longest ``--check`` waits on the connectors before it looks at the stop signals again."""
 
 
 class ChecksFailed(ServoError):
@@ -24,6 +42,7 @@ def _listen_option(ctx: click.Context, param: click.Parameter, value: str | None
         raise click.BadParameter(str(exc)) from None
 
 
+@watches_stop_signals
 @click.command("run")
 @click.option(
     "--check", "check_first", is_flag=True, help="Run the connectors' checks first; stop if any fails."
@@ -45,20 +64,42 @@ def run_cmd(state: CliState, check_first: bool, dry_run: bool, metrics_listen: s
     require_optimizer(config)
     if metrics_listen is not None:
         config.settings.metrics = config.settings.metrics.model_copy(update={"listen": metrics_listen})
-    if check_first or dry_run:
-        _run_checks(config)
-        if dry_run:
-            return
-    exit_code = Runner(config, config_path=state.config_path).run()
+    with signals.watching(reload=True) as watcher:
+        if check_first or dry_run:
+            result = _checks(config, watcher)
+            if result is None:
+                log.info("stopped (%s) during the checks", watcher.stop_signal or "shutdown")
+                return
+            _report_checks(result)
+            if dry_run:
+                return
+        exit_code = Runner(config, config_path=state.config_path, signals=watcher).run()
     if exit_code:
         raise click.exceptions.Exit(exit_code)
 
 
-def _run_checks(config: object) -> None:
+def _checks(config: ServoConfig, watcher: signals.SignalWatcher) -> OperationResult | None:
+    """Every connector's checks; None if a stop signal came first (the connectors are stopped)."""
     from servo_actors.actors import ServoRuntime
 
-    with ServoRuntime(config) as runtime:  # type: ignore[arg-type]  # a ServoConfig: typed object to keep the import lazy
-        result = runtime.run("check")
+    runtime = ServoRuntime(config)
+    try:
+        if not runtime.start(stop=watcher.stop):
+            return None
+        op = runtime.begin("check")
+        while (result := runtime.wait(op, CHECK_WAIT_SLICE)) is None:
+            if watcher.stop.is_set():
+                return None
+            if not runtime.started:
+                raise SupervisorError("the connector runtime stopped while the checks were running")
+            if time.monotonic() > op.deadline:
+                raise SupervisorError("the supervisor did not answer the checks by their deadline")
+        return result
+    finally:
+        runtime.stop()
+
+
+def _report_checks(result: OperationResult) -> None:
     checks = result.data.get("checks", [])
     for check in checks:
         mark = "ok" if check.get("success") else "FAILED"
