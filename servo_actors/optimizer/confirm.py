@@ -63,7 +63,9 @@ class Point:
     """Every step measured at one set of settings."""
 
     settings: dict[str, Any]
-    first: int  # the number of the first step at these settings
+    # What names the point: the first step that measured these settings (an ``ok`` step), else the
+    # first step at them. A step cancelled before it measured anything never names what others measured.
+    first: int
     readings: list[StepRecord] = field(default_factory=list)  # ok steps, in order
     confirmations: list[StepRecord] = field(default_factory=list)  # confirmation steps, any status
 
@@ -105,7 +107,12 @@ class Evidence:
 
 
 def points(steps: Iterable[StepRecord]) -> list[Point]:
-    """Steps grouped by settings, in order of first appearance; only ``ok`` steps are readings."""
+    """Steps grouped by settings, in order of first appearance; only ``ok`` steps are readings.
+
+    A point is named (``first``) by its first reading: settings first tried by a step that was
+    cancelled (no values) and measured by later ones are "the settings of step 19", not of the
+    cancelled step.
+    """
     found: dict[str, Point] = {}
     for step in steps:
         key = settings_key(step.settings)
@@ -113,6 +120,8 @@ def points(steps: Iterable[StepRecord]) -> list[Point]:
         if point is None:
             point = found[key] = Point(step.settings, step.n)
         if step.status == "ok":
+            if not point.readings:
+                point.first = step.n
             point.readings.append(step)
         if step.confirms is not None:
             point.confirmations.append(step)

@@ -454,10 +454,12 @@ class SearchDriver:
         if self.plan.confirm.repeats == 0:
             note = "confirmation is off (confirm.repeats: 0): a single reading"
         elif chosen.confirmed:
-            note = f"confirmed by {len(point.readings)} readings"
+            sigmas = f"{self.plan.confirm.sigmas:g}"
+            note = f"{len(point.readings)} readings, every constraint held by {sigmas} standard errors"
         else:
             needed = 1 + self.plan.confirm.repeats
-            note = f"not confirmed: {len(point.readings)} of {needed} readings"
+            # The label says "not confirmed" (console, demo): the note says why, without repeating it.
+            note = f"{len(point.readings)} of {needed} readings"
             if not point.confirmations and self._phase in ("done", "failed"):
                 examined = sum(1 for p in points(self._steps) if p.confirmations)
                 note += f" (the {examined} settings measured again before it did not hold up)"

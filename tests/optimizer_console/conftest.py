@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import itertools
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +34,17 @@ def search_plan(app: str = "example.com/web", steps: int = 8, **extra: Any) -> d
     }
 
 
-def run_search(driver: SearchDriver, seed: int = 0, until_steps: int | None = None) -> None:
+def run_search(
+    driver: SearchDriver, seed: int = 0, until_steps: int | None = None, cancel: Iterable[int] = ()
+) -> None:
     """Answer ``driver``'s commands as a servo on the synthetic application would.
 
-    Stops at SLEEP, or once ``until_steps`` steps are recorded (a search still under way).
+    Stops at SLEEP, or once ``until_steps`` steps are recorded (a search still under way). The
+    MEASURE or ADJUST commands numbered in ``cancel`` (1 is the first of them) are cancelled as an
+    Abort does: the optimizer answers ``cancel`` to their progress, the servo posts ``cancelled``.
     """
+    cancelled = set(cancel)
+    operations = 0
     model = SyntheticModel(seed=seed)
     rng = random.Random(seed)
     components = copy.deepcopy(model.components())
@@ -51,6 +57,14 @@ def run_search(driver: SearchDriver, seed: int = 0, until_steps: int | None = No
             return
         command["cmd_uid"] = next(uids)
         ok = {"status": "ok", "reason": "success", "cmd_uid": command["cmd_uid"]}
+        if command["cmd"] in ("MEASURE", "ADJUST"):
+            operations += 1
+            if operations in cancelled:
+                driver.on_cancelled(command, "cancelled")
+                event = "MEASUREMENT" if command["cmd"] == "MEASURE" else "ADJUSTMENT"
+                result = {**ok, "status": "cancelled", "reason": "cancelled", "message": "Abort pressed"}
+                driver.on_result(command, event, result)
+                continue
         if command["cmd"] == "DESCRIBE":
             metrics = {name: {"unit": ""} for name in ("cost", "p99_latency", "error_rate", "throughput")}
             descriptor = {

@@ -1,4 +1,8 @@
-"""The console with two applications and an admin token, in a real headless Chromium."""
+"""The console with two applications, with and without an admin token, in a real headless Chromium.
+
+What is "visible" is what a person sees: the element's computed style shows it and it takes room
+on the page, not merely that its ``hidden`` attribute is off (a CSS rule can override that).
+"""
 
 from __future__ import annotations
 
@@ -31,17 +35,22 @@ def press(browser, selector: str) -> None:
 
 
 def visible(browser, selector: str) -> bool:
-    return browser.evaluate(f"!document.querySelector({json.dumps(selector)}).hidden")
+    """Shown on the page: a box with a size, and neither ``display: none`` nor ``visibility: hidden``
+    on the way (an element inside a hidden one has an empty box)."""
+    return browser.evaluate(
+        f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
+        " const r = e.getBoundingClientRect(), style = getComputedStyle(e);"
+        " return r.width > 0 && r.height > 0 && style.display !== 'none' && style.visibility !== 'hidden'; })()"
+    )
 
 
-@pytest.fixture
-def server():
+def serve_apps(admin_token: str | None):
     applications = []
     for seed, app in enumerate(APPS):
         driver = SearchDriver.from_plan(search_plan(app=app, steps=6, seed=seed))
         run_search(driver, seed=seed, until_steps=4)
         applications.append(Application(driver, app=app))
-    with OptimizerServer(applications=applications, admin_token=ADMIN_TOKEN) as served:
+    with OptimizerServer(applications=applications, admin_token=admin_token) as served:
         for app in APPS:  # a command in flight for each, for Abort to act on
             org, name = app.split("/")
             path = f"{served.url}/accounts/{org}/applications/{name}/servo"
@@ -50,6 +59,40 @@ def server():
             )
             assert reply.json()["cmd"] == "ADJUST"
         yield served
+
+
+@pytest.fixture
+def server():
+    yield from serve_apps(ADMIN_TOKEN)
+
+
+@pytest.fixture
+def open_server():
+    """The same two applications, and no admin token: anyone may Abort."""
+    yield from serve_apps(None)
+
+
+@pytest.mark.timeout(90)
+def test_without_an_admin_token_the_console_shows_no_token_form_and_every_abort(browser, open_server):
+    browser.open(open_server.url + "/")
+    browser.wait_for("document.querySelectorAll('section.app').length === 2", PAGE_TIMEOUT)
+    for app in APPS:
+        browser.wait_for(
+            f"document.querySelector(\"{section(app)} .charts svg[data-chart='objective']\") !== null",
+            PAGE_TIMEOUT,
+        )
+    assert requests.get(open_server.url + "/admin/apps", timeout=HTTP_TIMEOUT).json()["admin_token_required"] is False
+    assert browser.evaluate("document.body.dataset.readonly") == "false"
+    # Nothing says "read-only", and there is no token field to fill in.
+    assert not visible(browser, "#admin") and not visible(browser, "#admin-token")
+    for app in APPS:
+        assert visible(browser, f"{section(app)} .abort")
+        assert not visible(browser, f"{section(app)} .readonly-note")
+    # The progress bar of the command in flight is where it was, and as wide as it was.
+    track = browser.evaluate(
+        "document.querySelector('section.app .progress-track').getBoundingClientRect().width"
+    )
+    assert track > 100
 
 
 @pytest.mark.timeout(90)

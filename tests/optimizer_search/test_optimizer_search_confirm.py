@@ -83,6 +83,22 @@ def test_a_failed_confirmation_rejects_and_cancelled_ones_leave_it_unconfirmed()
     assert chosen.point.first == 0 and not chosen.confirmed
 
 
+def test_settings_first_tried_by_a_cancelled_step_are_named_by_the_step_that_measured_them():
+    # Step 4 tried the cheap settings and was cancelled (no values); steps 19, 21 and 22 measured them.
+    steps = [
+        step(0, DEAR, 200.0, 2.0),
+        StepRecord(n=4, settings=CHEAP, status="cancelled", metrics={}),
+        step(19, CHEAP, 240.0, 1.0),
+        step(21, CHEAP, 238.0, 1.0, confirms=19),
+        step(22, CHEAP, 241.0, 1.0, confirms=19),
+    ]
+    chosen = recommend(OBJECTIVE, steps, SPEC)
+    assert chosen.point.first == 19 and chosen.confirmed
+    assert [r.n for r in chosen.point.readings] == [19, 21, 22]
+    # Confirmation asks for the settings by the same name.
+    assert next_to_confirm(OBJECTIVE, steps[:3], SPEC).first == 19
+
+
 def test_at_most_candidates_points_are_examined():
     spec = ConfirmSpec(repeats=1, sigmas=2.0, candidates=1)
     steps = [step(0, DEAR, 200.0, 2.0), step(1, CHEAP, 249.0, 1.0), step(2, CHEAP, 251.0, 1.0, confirms=1)]
@@ -154,7 +170,7 @@ def test_the_best_is_labelled_unconfirmed_until_confirmation_ends(plan_data):
         driver.on_result(command, *simulator.answer(command))
     best = driver.state()["best"]
     assert best is not None and best["confirmed"] is False and best["readings"] == 1
-    assert best["note"] == "not confirmed: 1 of 3 readings (not measured again yet)"
+    assert best["note"] == "1 of 3 readings (not measured again yet)"
     assert best["constraints"][0]["uncertainty"] is None and best["constraints"][0]["readings"] == 1
 
 

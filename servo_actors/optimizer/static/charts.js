@@ -5,8 +5,9 @@
 //   - each constrained metric by step against its limit (a dashed line, labelled);
 //   - the settings of the recommendation against the baseline's, each on its range.
 // Readable without colour: a feasible step is a filled circle, an infeasible one a cross, a
-// confirmation step a square; lines differ by dash pattern; every chart has a title and a text
-// legend, and each marker a tooltip (<title>) with its numbers.
+// confirmation step a square, a cancelled step (Abort: no values) an open triangle on the step
+// axis; lines differ by dash pattern; every chart has a title and a text legend, and each marker
+// a tooltip (<title>) with its numbers.
 "use strict";
 
 (function () {
@@ -59,13 +60,18 @@
     return { svg, x, y };
   }
 
-  // One marker per step: filled circle (feasible), cross (infeasible), square (confirmation).
+  // One marker per step: filled circle (feasible), cross (infeasible), square (confirmation),
+  // open triangle (cancelled: it has no value, so it sits on the step axis).
   function marker(step, cx, cy, text) {
-    const kind = step.confirms !== null && step.confirms !== undefined ? "confirmation"
+    const kind = step.status === "cancelled" ? "cancelled"
+      : step.confirms !== null && step.confirms !== undefined ? "confirmation"
       : step.feasible ? "feasible" : "infeasible";
     const group = node("g", { class: `marker ${kind}`, "data-step": step.n, "data-kind": kind });
     if (kind === "feasible") {
       group.append(node("circle", { cx, cy, r: MARKER }));
+    } else if (kind === "cancelled") {
+      const d = MARKER + 0.5;
+      group.append(node("path", { d: `M${cx - d},${cy - d}L${cx + d},${cy - d}L${cx},${cy + d}Z` }));
     } else if (kind === "confirmation") {
       group.append(node("rect", { x: cx - MARKER, y: cy - MARKER, width: 2 * MARKER, height: 2 * MARKER }));
     } else {
@@ -91,14 +97,30 @@
     return steps.filter((s) => s.status === "ok" && typeof (s.metrics || {})[metric] === "number");
   }
 
+  function cancelledSteps(steps) {
+    return steps.filter((s) => s.status === "cancelled");
+  }
+
+  // Cancelled steps on the step axis, each an open triangle saying so in its tooltip.
+  function cancelledMarkers(cancelled, x) {
+    const group = node("g", { class: "markers cancelled-markers" });
+    for (const step of cancelled) {
+      group.append(marker(step, x(step.n), HEIGHT - PAD.bottom - MARKER - 2,
+        `step ${step.n}: cancelled (Abort), no values: nothing known about its settings`));
+    }
+    return group;
+  }
+
   function objectiveChart(driver) {
     const objective = (driver.plan || {}).objective || {};
     const sense = objective.minimize !== undefined ? "minimize" : "maximize";
     const metric = objective[sense];
     const steps = measured(driver.steps || [], metric);
     if (!metric || !steps.length) return null;
+    const cancelled = cancelledSteps(driver.steps || []);
     const values = steps.map((s) => s.metrics[metric]);
-    const { svg, x, y } = frame(`${metric} by step (${sense}), best so far`, steps.map((s) => s.n), values, metric);
+    const xs = [...steps, ...cancelled].map((s) => s.n);
+    const { svg, x, y } = frame(`${metric} by step (${sense}), best so far`, xs, values, metric);
     svg.dataset.chart = "objective";
     // Best so far among feasible search steps: a step function, dashed.
     let best = null;
@@ -119,7 +141,8 @@
         (step.feasible ? " (meets every constraint)" : " (breaks a constraint)")));
     }
     svg.append(markers);
-    legend(svg, ["● feasible", "✕ infeasible", "■ confirmation", "- - best so far"]);
+    if (cancelled.length) svg.append(cancelledMarkers(cancelled, x));
+    legend(svg, ["● feasible", "✕ infeasible", "■ confirmation", "▽ cancelled", "- - best so far"]);
     return svg;
   }
 
@@ -130,11 +153,13 @@
     const bound = Number(boundText);
     const steps = measured(driver.steps || [], metric);
     if (!steps.length) return null;
+    const cancelled = cancelledSteps(driver.steps || []);
     const values = steps.map((s) => s.metrics[metric]);
     // Far-off readings (a saturated service) would flatten the rest: the axis stops at 3x the limit.
     const cap = bound > 0 ? bound * 3 : Math.max(...values);
     const shown = values.map((v) => (bound > 0 ? Math.min(v, cap) : v));
-    const { svg, x, y } = frame(`${metric} against its limit (${op} ${fmt(bound)})`, steps.map((s) => s.n), [...shown, bound], metric);
+    const xs = [...steps, ...cancelled].map((s) => s.n);
+    const { svg, x, y } = frame(`${metric} against its limit (${op} ${fmt(bound)})`, xs, [...shown, bound], metric);
     svg.dataset.chart = "constraint";
     svg.dataset.metric = metric;
     svg.append(node("line", { x1: PAD.left, x2: WIDTH - PAD.right, y1: y(bound), y2: y(bound), class: "limit", "stroke-dasharray": "2 3" }));
@@ -147,7 +172,8 @@
         (met ? (met.met ? " meets " : " breaks ") + met.constraint : "")));
     });
     svg.append(markers);
-    legend(svg, ["● feasible", "✕ infeasible", "··· limit"]);
+    if (cancelled.length) svg.append(cancelledMarkers(cancelled, x));
+    legend(svg, ["● feasible", "✕ infeasible", "▽ cancelled", "··· limit"]);
     return svg;
   }
 
