@@ -3,8 +3,17 @@
 The optimizer runs as its own process (``servo-actors optimizer serve``) on a free loopback port,
 so the servo talks to it over real HTTP exactly as it would to a remote one; the servo runs here,
 its synthetic connector in a supervised actor process. Each step is printed as the optimizer
-records it; at the end, the best settings found. ``abort_every=N`` presses Abort on every Nth
-MEASURE or ADJUST, to show crash-only recovery live.
+records it; at the end, the recommendation against the baseline.
+
+``abort_every=N`` presses Abort on every Nth MEASURE or ADJUST, to show crash-only recovery live:
+once the optimizer shows that command in flight, the demo asks it to cancel that command (by its
+``cmd_uid``: a press that comes too late never lands on the next one), and prints the command the
+optimizer actually cancelled, from its own record (``/admin/state``'s ``cancels``).
+
+What the demo says goes through ``echo`` (one line each) and, when given, ``status`` (the text
+of a progress line, kept up to date every ``STATUS_INTERVAL``; ``""`` clears it). SIGTERM/SIGINT
+(signals.py) end it at any moment: the servo says GOODBYE, the optimizer process is stopped, and
+the exit code is 128 + the signal.
 """
 
 from __future__ import annotations
@@ -18,14 +27,16 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import requests
 import yaml
 
+from servo_actors import signals
 from servo_actors.actors import processes
 from servo_actors.config import ServoConfig
 from servo_actors.errors import ServoError
@@ -38,10 +49,22 @@ OPTIMIZER_STOP_TIMEOUT = 5.0
 """Seconds the optimizer process gets to exit after SIGTERM before SIGKILL."""
 STATE_TIMEOUT = 5.0
 """Connect/read timeout of the demo's own GET /admin/state and POST /admin/cancel."""
-ABORT_DELAY = 0.3
-"""Seconds after a command arrives before the demo presses Abort on it."""
+ABORT_WAIT = 5.0
+"""Longest the demo waits for the optimizer to show a command in flight before it presses Abort."""
+ABORT_LOOK_INTERVAL = 0.02
+"""Between two looks at the optimizer while waiting to press Abort."""
+PRESS_JOIN_TIMEOUT = STATE_TIMEOUT * 2
+"""Longest the demo waits for a press of Abort to be answered before it reports what was cancelled."""
+STATUS_INTERVAL = 0.5
+"""How often the progress line is brought up to date (from the optimizer's state)."""
+STATUS_STOP_TIMEOUT = STATE_TIMEOUT + 1.0
+"""Longest the demo waits for the progress line's thread to end."""
+STDERR_TAIL_LINES = 20
+"""Last lines of the optimizer's stderr kept for an error message, should it fail to start."""
 TIME_SCALE = 0.05
 """The synthetic application runs this much faster than real time (a 30 s measure takes 1.5 s)."""
+PROGRESS_INTERVAL = "100ms"
+"""The demo servo's progress posts: an Abort lands this soon after it is pressed."""
 
 
 class DemoError(ServoError):
@@ -73,7 +96,7 @@ def demo_config(optimizer_url: str, options: DemoOptions) -> ServoConfig:
         {
             "optimizer": {"id": DEMO_APP, "base_url": optimizer_url},
             "settings": {
-                "progress_interval": "250ms",
+                "progress_interval": PROGRESS_INTERVAL,
                 "timeouts": {"connect": "2s", "read": "10s"},
                 "backoff": {"min": "100ms", "max": "1s", "max_time": "30s"},
             },
@@ -92,80 +115,228 @@ def demo_config(optimizer_url: str, options: DemoOptions) -> ServoConfig:
     )
 
 
-def run_demo(options: DemoOptions, echo: Callable[[str], None] = print) -> int:
-    """Run the demo; the exit code (0 when the plan finished and found feasible settings)."""
-    with tempfile.TemporaryDirectory(prefix="servo-actors-demo-") as tmp:
-        plan_path = Path(tmp, "plan.yaml")
-        plan_path.write_text(yaml.safe_dump(demo_plan(options)))
-        with _optimizer_process(plan_path, Path(tmp, "state.json")) as url:
-            echo(
-                f"embedded optimizer: {url}  (console: {url}/  abort: servo-actors optimizer cancel --url {url})"
-            )
-            return _run_servo(url, options, echo)
+def run_demo(
+    options: DemoOptions,
+    echo: Callable[[str], None] = print,
+    *,
+    status: Callable[[str], None] | None = None,
+) -> int:
+    """Run the demo; the exit code: 0 when the plan finished with a recommendation, 1 when it did
+    not, 128 + the signal when SIGTERM/SIGINT stopped it."""
+    with signals.watching() as watcher:
+        with tempfile.TemporaryDirectory(prefix="servo-actors-demo-") as tmp:
+            plan_path = Path(tmp, "plan.yaml")
+            plan_path.write_text(yaml.safe_dump(demo_plan(options)))
+            code: int | None = None  # None: a stop signal ended it
+            with _optimizer_process(plan_path, Path(tmp, "state.json"), watcher) as url:
+                if url is not None:
+                    echo(
+                        f"embedded optimizer: {url}  (console: {url}/  "
+                        f"abort: servo-actors optimizer cancel --url {url})"
+                    )
+                    code = _Demo(url, options, echo, status, watcher).run()
+        if code is None:
+            echo(f"interrupted by {watcher.stop_signal}: the servo and the embedded optimizer are stopped")
+            return 128 + (watcher.stop_signum or 0)
+        return code
 
 
-def _run_servo(url: str, options: DemoOptions, echo: Callable[[str], None]) -> int:
-    session = requests.Session()
-    runner: Runner
-    counter = {"ops": 0, "printed": 0}
+@dataclass
+class _Press:
+    """One press of Abort: on which command, and what the optimizer answered."""
 
-    def state() -> dict[str, Any]:
-        response = session.get(f"{url}/admin/state", timeout=STATE_TIMEOUT)
+    cmd: str
+    cmd_uid: str
+    step: int | None = None
+    thread: threading.Thread | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class _Demo:
+    """One run of the servo against the optimizer at ``url``, printing what happens."""
+
+    def __init__(
+        self,
+        url: str,
+        options: DemoOptions,
+        echo: Callable[[str], None],
+        status: Callable[[str], None] | None,
+        watcher: signals.SignalWatcher,
+    ) -> None:
+        self.url = url
+        self.options = options
+        self.echo = echo
+        self.status = status
+        self.watcher = watcher
+        self.session = requests.Session()  # the main thread's; each helper thread has its own
+        self.operations = 0
+        self.printed_steps = 0
+        self.printed_cancels = 0
+        self.presses: dict[str, _Press] = {}
+        self.runner = Runner(demo_config(url, options), observer=self.observe, signals=watcher)
+        self.finished = threading.Event()
+        self.began = time.monotonic()
+
+    def run(self) -> int | None:
+        """The exit code, or None if a stop signal ended the run (the servo said GOODBYE)."""
+        ticker = None
+        if self.status is not None:
+            ticker = threading.Thread(target=self._keep_status, name="demo-status", daemon=True)
+            ticker.start()
+        try:
+            code = self.runner.run()
+        finally:
+            self.finished.set()
+            if ticker is not None:
+                ticker.join(STATUS_STOP_TIMEOUT)
+                self.status("")  # type: ignore[misc]
+        if self.watcher.stop_signal is not None:
+            return None
+        if code:
+            return code
+        state = self.state()
+        self.print_news(state)
+        final = state["driver"]
+        self.echo(
+            f"finished in {time.monotonic() - self.began:.1f} s: {len(final['steps'])} steps, "
+            f"phase {final['phase']}"
+        )
+        best = final.get("best")
+        if not best:
+            self.echo("no step met every constraint")
+            return 1
+        metrics = ", ".join(f"{k}={_num(v)}" for k, v in sorted(best["metrics"].items()))
+        self.echo(f"recommended: step {best['step']}: {_settings_text(best['settings'])}  ({metrics})")
+        for line in summary_lines(final):
+            self.echo(line)
+        return 0 if final["phase"] == "done" else 1
+
+    # --- the optimizer's state --------------------------------------------------------------------
+
+    def state(self, session: requests.Session | None = None) -> dict[str, Any]:
+        response = (session or self.session).get(f"{self.url}/admin/state", timeout=STATE_TIMEOUT)
         response.raise_for_status()
         return response.json()
 
-    def press_abort(cmd: str, cmd_uid: str) -> None:
-        # The command may have finished before the press: the optimizer says what it armed, if anything.
-        try:
-            answer = session.post(f"{url}/admin/cancel", json={"reason": "demo-abort"}, timeout=STATE_TIMEOUT)
-            said = answer.json().get("message", "")
-        except (requests.RequestException, ValueError) as exc:
-            said = f"the optimizer did not answer ({type(exc).__name__})"
-        echo(f"  ! pressed Abort during {cmd} {cmd_uid}: {said}")
+    def print_news(self, state: dict[str, Any]) -> None:
+        """The cancels and steps the optimizer recorded since the last look, in that order."""
+        cancels = state.get("cancels") or []
+        for record in cancels[self.printed_cancels :]:
+            self.echo(self._cancel_line(record))
+        self.printed_cancels = len(cancels)
+        steps = state["driver"]["steps"]
+        for step in steps[self.printed_steps :]:
+            self.echo(_step_line(step))
+        self.printed_steps = len(steps)
 
-    def print_new_steps() -> None:
-        steps = state()["driver"]["steps"]
-        for step in steps[counter["printed"] :]:
-            echo(_step_line(step))
-        counter["printed"] = len(steps)
+    def _cancel_line(self, record: dict[str, Any]) -> str:
+        press = self.presses.get(record.get("cmd_uid", ""))
+        what = f"{record['cmd']} {record['cmd_uid']}"
+        if press is not None and press.step is not None:
+            what += f" (step {press.step})"
+        if record.get("answered_to") == "progress":
+            progress = record.get("progress")
+            shown = f" ({progress:.0f} %)" if isinstance(progress, int | float) else ""
+            when = f"while it ran, answering its progress report{shown}"
+        else:
+            when = "as its result came in (it had just finished)"
+        return f"  ~ the optimizer cancelled {what} {when}: the servo killed its connectors and started them fresh"
 
-    def observe(what: str, detail: dict[str, Any]) -> None:
+    # --- the runner's events (main thread) ---------------------------------------------------------
+
+    def observe(self, what: str, detail: dict[str, Any]) -> None:
         if what == "command":
             cmd = detail["cmd"]
             if cmd == "SLEEP":
-                runner.request_stop("shutdown")
+                self.runner.request_stop("shutdown")  # the plan is over
             elif cmd in ("MEASURE", "ADJUST"):
-                counter["ops"] += 1
-                if options.abort_every and counter["ops"] % options.abort_every == 0:
-                    timer = threading.Timer(ABORT_DELAY, press_abort, (cmd, detail["cmd_uid"]))
-                    timer.daemon = True
-                    timer.start()
-        elif what == "cancelled":
-            echo(f"  ~ {detail['cmd']} {detail['cmd_uid']} cancelled: connectors killed and restarted fresh")
-        elif what == "result" and detail["cmd"] in ("MEASURE", "ADJUST"):
-            print_new_steps()
+                self.operations += 1
+                every = self.options.abort_every
+                if every and self.operations % every == 0:
+                    self._press_abort(cmd, detail["cmd_uid"])
+        elif what == "cancelled" or (what == "result" and detail["cmd"] in ("MEASURE", "ADJUST")):
+            press = self.presses.get(detail["cmd_uid"])
+            if press is not None:
+                press.done.wait(PRESS_JOIN_TIMEOUT)  # its line first, then what came of it
+            self.print_news(self.state())
         elif what == "result" and detail["cmd"] == "DESCRIBE":
-            echo(f"described: {_settings_text(_described(detail))}")
+            self.echo(f"described: {_settings_text(_described(detail))}")
 
-    runner = Runner(demo_config(url, options), observer=observe)
-    started = time.monotonic()
-    code = runner.run()
-    if code:
-        return code
-    final = state()["driver"]
-    print_new_steps()
-    best = final.get("best")
-    echo(
-        f"finished in {time.monotonic() - started:.1f} s: {len(final['steps'])} steps, phase {final['phase']}"
-    )
-    if not best:
-        echo("no step met every constraint")
-        return 1
-    metrics = ", ".join(f"{k}={_num(v)}" for k, v in sorted(best["metrics"].items()))
-    echo(f"best: step {best['step']}: {_settings_text(best['settings'])}  ({metrics})")
-    for line in summary_lines(final):
-        echo(line)
-    return 0 if final["phase"] == "done" else 1
+    # --- Abort ---------------------------------------------------------------------------------------
+
+    def _press_abort(self, cmd: str, cmd_uid: str) -> None:
+        press = _Press(cmd, cmd_uid)
+        press.thread = threading.Thread(target=self._press, args=(press,), name="demo-abort", daemon=True)
+        self.presses[cmd_uid] = press
+        press.thread.start()
+
+    def _press(self, press: _Press) -> None:
+        """Wait until the optimizer shows ``press``'s command in flight, then ask it to cancel it."""
+        session = requests.Session()
+        try:
+            in_flight = self._await_in_flight(session, press)
+            if in_flight:
+                answer = session.post(
+                    f"{self.url}/admin/cancel",
+                    json={"reason": "demo-abort", "cmd_uid": press.cmd_uid},
+                    timeout=STATE_TIMEOUT,
+                ).json()
+                said = answer.get("message", "")
+                step = f" (step {press.step})" if press.step is not None else ""
+                if answer.get("armed"):
+                    self.echo(f"  ! pressed Abort during {press.cmd} {press.cmd_uid}{step}")
+                else:
+                    self.echo(f"  ! pressed Abort too late for {press.cmd} {press.cmd_uid}{step}: {said}")
+            else:
+                self.echo(f"  ! no Abort: the optimizer never showed {press.cmd} {press.cmd_uid} in flight")
+        except (requests.RequestException, ValueError) as exc:
+            self.echo(f"  ! Abort not pressed: the optimizer did not answer ({type(exc).__name__})")
+        finally:
+            session.close()
+            press.done.set()
+
+    def _await_in_flight(self, session: requests.Session, press: _Press) -> bool:
+        deadline = time.monotonic() + ABORT_WAIT
+        while time.monotonic() < deadline and not self.watcher.stop.is_set():
+            state = self.state(session)
+            current = state.get("current") or {}
+            if current.get("cmd_uid") == press.cmd_uid:
+                # The driver learns the cmd_uid only from the first post about it: match the command.
+                driver_current = state["driver"].get("current") or {}
+                if driver_current.get("cmd") == press.cmd:
+                    press.step = driver_current.get("step")
+                return True
+            self.finished.wait(ABORT_LOOK_INTERVAL)
+        return False
+
+    # --- the progress line ---------------------------------------------------------------------------
+
+    def _keep_status(self) -> None:
+        session = requests.Session()
+        try:
+            while not self.finished.wait(STATUS_INTERVAL):
+                try:
+                    state = self.state(session)
+                except (requests.RequestException, ValueError):
+                    continue  # the next look may do; the lines say what matters
+                self.status(self._status_text(state))  # type: ignore[misc]
+        finally:
+            session.close()
+
+    def _status_text(self, state: dict[str, Any]) -> str:
+        driver = state["driver"]
+        elapsed = f"{time.monotonic() - self.began:.0f} s"
+        searched = sum(1 for s in driver.get("steps", []) if s.get("n") and s.get("confirms") is None)
+        planned = (driver.get("plan") or {}).get("steps")
+        where = f"{driver.get('phase')}: {searched} of {planned} search steps" if planned else driver.get("phase")
+        current = driver.get("current")
+        if not current:
+            return f"{where}  {elapsed}"
+        progress = current.get("progress")
+        shown = f" {progress:.0f} %" if isinstance(progress, int | float) else ""
+        label = "baseline" if current.get("kind") == "baseline" else f"step {current.get('step')}"
+        uid = (state.get("current") or {}).get("cmd_uid") or ""  # the driver learns it only later
+        return f"{where} | {current.get('cmd')} {uid} ({label}){shown}  {elapsed}"
 
 
 def summary_lines(driver_state: dict[str, Any]) -> list[str]:
@@ -175,7 +346,8 @@ def summary_lines(driver_state: dict[str, Any]) -> list[str]:
     means of its readings; each constraint is shown with its standard error and reading count.
     Improvement is in percent of the baseline, positive when the recommendation is better: lower
     for a minimized objective, higher for a maximized one. Metrics that are neither the objective
-    nor constrained show their change only.
+    nor constrained show their change only. One verdict runs through every line: a recommendation
+    that is not confirmed never has a constraint line saying it holds.
     """
     best = driver_state.get("best")
     baseline = next((s for s in driver_state.get("steps", []) if s.get("n") == 0), None)
@@ -185,9 +357,12 @@ def summary_lines(driver_state: dict[str, Any]) -> list[str]:
     objective = plan.get("objective", {})
     sense = "minimize" if "minimize" in objective else "maximize"
     target = objective.get(sense)
-    label = "" if best.get("confirmed") else "NOT CONFIRMED, "
+    confirmed = bool(best.get("confirmed"))
+    verdict = "confirmed" if confirmed else "NOT CONFIRMED"
+    note = best.get("note") or ""
     lines = [
-        f"summary: baseline (step 0) -> recommendation (step {best['step']}: {label}{best.get('note', '')})"
+        f"summary: baseline (step 0) -> recommendation (step {best['step']}), {verdict}"
+        + (f": {note}" if note else "")
     ]
     flat_base, flat_best = _flat(baseline.get("settings") or {}), _flat(best.get("settings") or {})
     changes = [
@@ -207,7 +382,7 @@ def summary_lines(driver_state: dict[str, Any]) -> list[str]:
         change = (after - before) / abs(before) * 100 if before else math.nan
         shown = f"{change:+.1f} %" if math.isfinite(change) else "-"
         if name == target:
-            better = -change if sense == "minimize" else change
+            better = (-change if sense == "minimize" else change) + 0.0  # never "-0.0 % better"
             note = f"objective ({sense}): {better:.1f} % better" if math.isfinite(better) else "objective"
             if math.isfinite(better) and better < 0:
                 note = f"objective ({sense}): {-better:.1f} % worse"
@@ -219,9 +394,17 @@ def summary_lines(driver_state: dict[str, Any]) -> list[str]:
     for judged in best.get("constraints") or []:
         spread = judged.get("uncertainty")
         value = _num(judged.get("value")) + (f" ± {spread:.2g}" if spread is not None else "")
-        verdict = "holds with margin" if judged.get("met_with_margin") else "does NOT hold with margin"
-        lines.append(f"  {judged['constraint']}: {value} ({judged.get('readings')} readings) {verdict}")
+        lines.append(f"  {judged['constraint']}: {value} ({judged.get('readings')} readings) {_verdict(judged, confirmed)}")
     return lines
+
+
+def _verdict(judged: dict[str, Any], confirmed: bool) -> str:
+    """One constraint's line, in the words of the recommendation's verdict."""
+    if not judged.get("met"):
+        return "does NOT hold"
+    if not judged.get("met_with_margin"):
+        return "holds, but NOT with margin"
+    return "holds with margin" if confirmed else "holds with margin so far: not confirmed"
 
 
 def _flat(settings: dict[str, Any]) -> dict[str, Any]:
@@ -271,8 +454,9 @@ def _num(value: Any) -> str:
 
 
 @contextlib.contextmanager
-def _optimizer_process(plan: Path, state_file: Path) -> Iterator[str]:
-    """Start ``optimizer serve`` on a free loopback port; yield its URL; stop it by PID."""
+def _optimizer_process(plan: Path, state_file: Path, watcher: signals.SignalWatcher) -> Iterator[str | None]:
+    """Start ``optimizer serve`` on a free loopback port; yield its URL (None if a stop signal came
+    first); stop it by PID. Its stderr (its log) goes on to ours, line by line."""
     command = [
         sys.executable,
         "-m",
@@ -289,31 +473,53 @@ def _optimizer_process(plan: Path, state_file: Path) -> Iterator[str]:
         str(state_file),
     ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+    relay = threading.Thread(target=_relay_stderr, args=(process, tail), name="optimizer-stderr", daemon=True)
+    relay.start()
     try:
-        yield _read_url(process)
+        yield _read_url(process, watcher, relay, tail)
     finally:
         processes.stop_child(process, OPTIMIZER_STOP_TIMEOUT)
+        relay.join(OPTIMIZER_STOP_TIMEOUT)
         for stream in (process.stdout, process.stderr):
             if stream is not None:
                 stream.close()
 
 
-def _read_url(process: subprocess.Popen[str]) -> str:
+def _relay_stderr(process: subprocess.Popen[str], tail: deque[str]) -> None:
+    """Copy the optimizer's stderr to this process's (the terminal, or the demo's log file), keeping
+    its last lines; a pipe nobody read would stall the optimizer once full."""
+    assert process.stderr is not None
+    for line in process.stderr:
+        tail.append(line.rstrip("\n"))
+        with contextlib.suppress(OSError):
+            os.write(2, line.encode(errors="replace"))
+
+
+def _read_url(
+    process: subprocess.Popen[str], watcher: signals.SignalWatcher, relay: threading.Thread, tail: deque[str]
+) -> str | None:
     assert process.stdout is not None
     deadline = time.monotonic() + OPTIMIZER_START_TIMEOUT
     fd = process.stdout.fileno()
     os.set_blocking(fd, True)
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        if not ready:
-            break
+    wake = watcher.wake_fd
+    while (remaining := deadline - time.monotonic()) > 0 and not watcher.stop.is_set():
+        ready, _, _ = select.select([fd] if wake is None else [fd, wake], [], [], remaining)
+        if fd not in ready:
+            if wake in ready and not watcher.stop.is_set():
+                watcher.drain_wake()  # woken for something else than a stop: never spin on it
+            continue
         line = process.stdout.readline()
         if not line:
             break
         if ": http://" in line:
             return line.rsplit(": ", 1)[1].strip()
+    if watcher.stop.is_set():
+        return None
     if process.poll() is not None:
-        err = process.stderr.read().strip() if process.stderr else ""
+        relay.join(OPTIMIZER_STOP_TIMEOUT)
+        err = " | ".join(tail)
         raise DemoError(f"the embedded optimizer exited with code {process.returncode}: {err}")
     raise DemoError(
         f"the embedded optimizer did not print its address within {OPTIMIZER_START_TIMEOUT:.0f} s"

@@ -21,9 +21,12 @@ Routes:
 - ``GET /admin/state[?app=ORG/APP]``: one application's command in flight, its requests and
   replies with timestamps (bounded: large bodies only as a summary, the oldest entries dropped;
   see ``history.py``), and its driver's ``state()``. ``app`` may be left out when only one is served.
-- ``POST /admin/cancel[?app=ORG/APP]`` (optional JSON body ``{"app", "reason", "message"}``): the
-  next progress post of that application's command in flight is answered ``cancel``; if no
-  progress post comes, its result post is. With an admin token (``--admin-token-file``) every
+- ``POST /admin/cancel[?app=ORG/APP]`` (optional JSON body ``{"app", "reason", "message",
+  "cmd_uid"}``): the next progress post of that application's command in flight is answered
+  ``cancel``; if no progress post comes, its result post is. With ``cmd_uid``, only while that
+  command is the one in flight (a press that comes too late never lands on the next command).
+  Each cancel answered is recorded: ``/admin/state``'s ``cancels`` (which command, answered to
+  its progress or its result, at what progress). With an admin token (``--admin-token-file``) every
   ``POST /admin/*`` must carry it (401 otherwise); ``GET`` routes stay open and read-only, so keep
   the server on loopback.
 - ``GET /``: ``static/index.html`` when it exists (the console), else a short text page; files in
@@ -54,6 +57,8 @@ from __future__ import annotations
 import hmac
 import logging
 import threading
+import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +89,8 @@ from servo_actors.protocol.models import (
 
 log = logging.getLogger(__name__)
 
+CANCEL_RECORD_LIMIT = 200
+"""Cancels answered that ``/admin/state`` keeps (the oldest are dropped)."""
 STOP_TIMEOUT = 5.0
 """Seconds ``stop()`` waits for the serving thread."""
 SHUTDOWN_POLL_INTERVAL = 0.1
@@ -147,6 +154,7 @@ class Application:
         self._lock = threading.Lock()  # guards the protocol state and every driver call
         self._current: dict[str, Any] | None = None
         self._cancel: dict[str, Any] | None = None  # armed: {"cmd_uid", "reason", "message"}
+        self._cancels: deque[dict[str, Any]] = deque(maxlen=CANCEL_RECORD_LIMIT)  # answered
         self._history = RequestHistory(limit=history_limit)
         self._uids = 0
 
@@ -159,6 +167,7 @@ class Application:
         with previous._lock, self._lock:
             self._current = previous._current
             self._cancel = previous._cancel
+            self._cancels = previous._cancels
             self._uids = previous._uids
         self._history.take_over(previous._history)
 
@@ -183,6 +192,7 @@ class Application:
                 "servo_path": self.servo_path,
                 "current": self._current,
                 "cancel_armed": self._cancel is not None,
+                "cancels": list(self._cancels),
                 "requests": self._history.seen,
                 "history_dropped": self._history.dropped,
                 "history": self._history.entries(),
@@ -190,9 +200,13 @@ class Application:
             }
 
     def cancel(
-        self, reason: str = DEFAULT_CANCEL_REASON, message: str = DEFAULT_CANCEL_MESSAGE
+        self,
+        reason: str = DEFAULT_CANCEL_REASON,
+        message: str = DEFAULT_CANCEL_MESSAGE,
+        cmd_uid: str | None = None,
     ) -> dict[str, Any]:
-        """Arm a cancel of the command in flight; what ``POST /admin/cancel`` answers."""
+        """Arm a cancel of the command in flight (only if it is ``cmd_uid``, when given); what
+        ``POST /admin/cancel`` answers."""
         with self._lock:
             current = self._current
             if current is None:
@@ -201,6 +215,14 @@ class Application:
                     "in_flight": False,
                     "armed": False,
                     "message": "no command in flight: nothing to cancel",
+                }
+            if cmd_uid is not None and cmd_uid != current["cmd_uid"]:
+                return {
+                    "app": self.app,
+                    "in_flight": False,
+                    "armed": False,
+                    "message": f"{cmd_uid} is no longer in flight ({current['cmd']} {current['cmd_uid']} is): "
+                    "nothing cancelled",
                 }
             self._cancel = {"cmd_uid": current["cmd_uid"], "reason": reason, "message": message}
             return {
@@ -304,10 +326,12 @@ class Application:
         if cancel is not None:
             self._cancel = None
             self.driver.on_cancelled(current, cancel["reason"])
+            self._record_cancel(current, "progress", param.get("progress"))
             return Reply(200, _status("cancel", cancel["reason"], cancel["message"]))
         reply = self._checked(self.driver.progress_reply(current, param))
         if reply["status"] == "cancel":
             self.driver.on_cancelled(current, reply.get("reason") or DEFAULT_CANCEL_REASON)
+            self._record_cancel(current, "progress", param.get("progress"))
         elif reply["status"] in ("invalid", "unexpected-event"):
             self._current = None  # no result is owed after these (protocol.md)
         return Reply(200, reply)
@@ -328,8 +352,20 @@ class Application:
         if cancel is not None:
             self._cancel = None
             self.driver.on_cancelled(current, cancel["reason"])
+            self._record_cancel(current, "result", None)
             return Reply(200, _status("cancel", cancel["reason"], cancel["message"]))
         return Reply(200, self._checked(self.driver.on_result(current, event, param)))
+
+    def _record_cancel(self, current: dict[str, Any], answered_to: str, progress: Any) -> None:
+        self._cancels.append(
+            {
+                "cmd": current["cmd"],
+                "cmd_uid": current["cmd_uid"],
+                "answered_to": answered_to,  # its progress post, or its result (it had finished)
+                "progress": progress if isinstance(progress, int | float) else None,
+                "at": time.time(),
+            }
+        )
 
     def _checked(self, reply: dict[str, Any] | None) -> dict[str, Any]:
         if reply is None:
@@ -519,10 +555,13 @@ class OptimizerServer:
         return self.first.state()
 
     def cancel(
-        self, reason: str = DEFAULT_CANCEL_REASON, message: str = DEFAULT_CANCEL_MESSAGE
+        self,
+        reason: str = DEFAULT_CANCEL_REASON,
+        message: str = DEFAULT_CANCEL_MESSAGE,
+        cmd_uid: str | None = None,
     ) -> dict[str, Any]:
-        """Arm a cancel of the first application's command in flight."""
-        return self.first.cancel(reason, message)
+        """Arm a cancel of the first application's command in flight (only ``cmd_uid``, if given)."""
+        return self.first.cancel(reason, message, cmd_uid)
 
     def overview(self) -> dict[str, Any]:
         """What ``GET /admin/apps`` answers."""

@@ -233,14 +233,15 @@ class _Handler(BaseHTTPRequestHandler):
             return problem
         assert application is not None
         options = body if isinstance(body, dict) else {}
-        reason = options.get("reason") if isinstance(options.get("reason"), str) else DEFAULT_CANCEL_REASON
-        message = (
-            options.get("message") if isinstance(options.get("message"), str) else DEFAULT_CANCEL_MESSAGE
-        )
-        # reason and message are str (isinstance above); mypy does not narrow a repeated .get().
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]*", reason):  # type: ignore[arg-type]  # str
+        given_reason, given_message = options.get("reason"), options.get("message")
+        reason = given_reason if isinstance(given_reason, str) else DEFAULT_CANCEL_REASON
+        message = given_message if isinstance(given_message, str) else DEFAULT_CANCEL_MESSAGE
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]*", reason):
             return error_reply(400, f"reason must be one word, not {reason!r}")
-        return Reply(200, application.cancel(reason, message))  # type: ignore[arg-type]  # str, as above
+        cmd_uid = options.get("cmd_uid")
+        if cmd_uid is not None and not isinstance(cmd_uid, str):
+            return error_reply(400, f"cmd_uid must be a string, not {type(cmd_uid).__name__}")
+        return Reply(200, application.cancel(reason, message, cmd_uid))
 
     def _servo(self, application: Application) -> Reply | None:
         started = time.time()

@@ -162,6 +162,28 @@ def test_admin_cancel_without_progress_is_honoured_on_the_result(post, event, st
 
 
 @pytest.mark.timeout(30)
+def test_a_cancel_for_a_named_command_never_lands_on_the_next_and_each_cancel_is_recorded(
+    post, event, start_server
+) -> None:
+    server = start_server([MEASURE, MEASURE])
+    first = run_command(post, event, server)["cmd_uid"]
+    assert post(server, event("MEASUREMENT", {**OK_MEASUREMENT, "cmd_uid": first})).json()["status"] == "ok"
+    second = run_command(post, event, server)["cmd_uid"]
+    # Pressed for the first command, which has finished: nothing is armed for the second.
+    late = post(server, {"cmd_uid": first}, path="/admin/cancel").json()
+    assert late["armed"] is False and f"{first} is no longer in flight (MEASURE {second} is)" in late["message"]
+    assert server.state()["cancel_armed"] is False
+    armed = post(server, {"cmd_uid": second}, path="/admin/cancel").json()
+    assert armed["armed"] is True and armed["cmd_uid"] == second
+    progress = event("MEASUREMENT", {"progress": 40, "runtime": 1, "cmd_uid": second})
+    assert post(server, progress).json()["status"] == "cancel"
+    [record] = server.state()["cancels"]
+    assert record["cmd"] == "MEASURE" and record["cmd_uid"] == second
+    assert record["answered_to"] == "progress" and record["progress"] == 40
+    assert post(server, {"cmd_uid": 7}, path="/admin/cancel").status == 400
+
+
+@pytest.mark.timeout(30)
 def test_admin_state_holds_every_request_and_reply_with_timestamps(post, event, start_server) -> None:
     server = start_server([{"cmd": "DESCRIBE"}])
     before = time.time()
