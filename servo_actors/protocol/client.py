@@ -33,6 +33,11 @@ is not JSON, not of a protocol shape, nested deeper than ``MAX_NESTING`` or larg
 exchange takes at most ``timeouts.connect + timeouts.read`` in all, however slowly a reply drips.
 The token never appears in a log line, an exception or a repr.
 
+When nothing answers at the optimizer's address (connection refused, a name that does not
+resolve), the client says so once, plainly: which URL, and what to do (on this machine: how to
+start the embedded optimizer; elsewhere: which setting holds the address). Each retry still logs
+its own short line; once the optimizer answers, one line says so.
+
 Every request runs on a short-lived worker thread while the caller waits on ``stop``: setting
 ``stop`` (or a signal handler raising in the caller) ends a backoff sleep or an in-flight request at
 once; an abandoned request finishes in the background on a session that is then discarded. The
@@ -42,12 +47,15 @@ client may be used from several threads (requests' connection pool is thread-saf
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import logging
 import random
+import socket
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit
 
 import requests
 from pydantic import SecretStr
@@ -103,6 +111,7 @@ class _Outcome:
     body: Any = None
     problem: str = ""
     sent_bytes: int = 0
+    unreachable: bool = False  # nothing answered at the address (refused, no such host...)
 
 
 class AnswerWatcher(Protocol):
@@ -177,6 +186,9 @@ class OptimizerClient:
         self._headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT, **auth_headers(token)}
         self._session_lock = threading.Lock()
         self._session = requests.Session()
+        self._app = optimizer.id
+        self._unreachable_told = False  # the plain "cannot reach" message goes out once
+        self._answered_told = False  # and, after it, one line once the optimizer answers
 
     def __repr__(self) -> str:
         return f"OptimizerClient(url={self.url!r}, servo_uid={self.servo_uid!r})"
@@ -345,6 +357,9 @@ class OptimizerClient:
         elif outcome.kind == "bad-reply":
             log.error("%s: %s%s", where, outcome.problem, then)
         else:
+            if outcome.unreachable and not self._unreachable_told:
+                self._unreachable_told = True
+                log.warning("%s", unreachable_message(self.url, self._app, outcome.problem))
             log.warning("%s failed: %s%s", where, outcome.problem, then)
 
     def _read_reply(self, outcome: _Outcome, *, expect: Any) -> _Outcome:
@@ -374,6 +389,9 @@ class OptimizerClient:
             events.exchange_ended()
         if outcome.kind not in ("stopped", "unsendable"):  # neither reached the optimizer
             events.exchange(event, outcome.status, outcome.problem)
+        if outcome.status is not None and self._unreachable_told and not self._answered_told:
+            self._answered_told = True
+            log.info("the optimizer at %s answers now", self.url)
         return outcome
 
     def _post(
@@ -446,7 +464,8 @@ class OptimizerClient:
         if isinstance(exc, requests.Timeout):
             problem = f"timed out ({type(exc).__name__})"
         elif isinstance(exc, requests.ConnectionError):
-            problem = f"cannot connect ({type(exc).__name__})"
+            problem = f"cannot connect: {_connection_problem(exc)}"
+            return _Outcome("retry", problem=problem, unreachable=True)
         else:
             problem = f"{type(exc).__name__}: {self._redact(str(exc))[:LOGGED_BODY_CHARS]}"
         return _Outcome("retry", problem=problem)
@@ -478,6 +497,61 @@ class OptimizerClient:
     def _redact(self, text: str) -> str:
         # A server might echo what we sent; the token must not reach a log line through it.
         return text.replace(self._secret, MASK) if self._secret else text
+
+
+def unreachable_message(url: str, app: str, problem: str) -> str:
+    """What to tell a user whose servo finds nothing at ``url``: where, and what to do about it."""
+    parts = urlsplit(url)
+    said = f"cannot reach the optimizer at {url} ({problem.removeprefix('cannot connect: ')})"
+    if _is_loopback(parts.hostname):
+        port = f" --port {parts.port}" if parts.port not in (None, EMBEDDED_OPTIMIZER_PORT) else ""
+        return (
+            f"{said}: no optimizer is listening there. To run the embedded one on this machine: "
+            f"servo-actors optimizer serve{port} --plan PLAN, with a plan for {app} (for the "
+            f"synthetic example: config/plans/synthetic.yaml). The servo keeps trying meanwhile."
+        )
+    return (
+        f"{said}: check optimizer.base_url (or optimizer.url) in the configuration, and that this "
+        "host can reach it. The servo keeps trying meanwhile."
+    )
+
+
+EMBEDDED_OPTIMIZER_PORT = 8085
+"""``servo-actors optimizer serve``'s default port: the hint leaves out ``--port`` for it."""
+
+
+def _is_loopback(host: str | None) -> bool:
+    if host is None:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _connection_problem(exc: BaseException) -> str:
+    """A phrase for why a connection failed, from the OS error under requests' wrappers."""
+    seen: set[int] = set()
+    stack: list[BaseException] = [exc]
+    while stack:
+        error = stack.pop()
+        if id(error) in seen:
+            continue
+        seen.add(id(error))
+        if isinstance(error, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(error, socket.gaierror):
+            return "the host name does not resolve"
+        if isinstance(error, OSError) and error.strerror:
+            return error.strerror[0].lower() + error.strerror[1:]
+        stack += [e for e in (error.__cause__, error.__context__) if e is not None]
+        stack += [arg for arg in getattr(error, "args", ()) if isinstance(arg, BaseException)]
+        reason = getattr(error, "reason", None)  # urllib3's MaxRetryError and NewConnectionError
+        if isinstance(reason, BaseException):
+            stack.append(reason)
+    return type(exc).__name__
 
 
 def _cut(response: requests.Response | None) -> None:
