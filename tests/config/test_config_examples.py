@@ -36,3 +36,21 @@ def test_example_effective_config_loads_back_the_same(path: Path, tmp_path: Path
     unmasked = {"optimizer": {"token"}, "connectors": True}
     assert again.model_dump(exclude=unmasked) == config.model_dump(exclude=unmasked)
     assert effective_config(again) == effective_config(config)
+
+
+PLANS = sorted((Path(__file__).resolve().parents[2] / "config" / "plans").glob("*.yaml"))
+
+
+def test_a_plan_ships_for_the_embedded_optimizer() -> None:
+    assert [path.name for path in PLANS] == ["synthetic.yaml"]
+
+
+@pytest.mark.parametrize("path", PLANS, ids=[path.name for path in PLANS])
+def test_each_shipped_plan_is_valid_and_serves_the_app_of_its_servo_example(path: Path) -> None:
+    from servo_actors.optimizer.plan import parse_plan
+
+    plan = parse_plan(yaml.safe_load(path.read_text()), source=str(path))
+    servo = load_config(path.parents[1] / path.name, env={})  # config/plans/X.yaml is for config/X.yaml
+    assert servo.optimizer is not None and servo.optimizer.id == plan.app
+    metrics = {"synthetic": {"p99_latency", "throughput", "error_rate", "cost"}}[path.stem]
+    assert {plan.objective.metric, *(c.metric for c in plan.objective.constraints)} <= metrics

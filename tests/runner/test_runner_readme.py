@@ -1,0 +1,199 @@
+"""The README's shell blocks that run on one machine, run as written.
+
+Every ``sh`` block of README.md is either run here or named in ``NOT_ONE_MACHINE`` with the reason,
+so a new block cannot go untested unnoticed. Blocks run from the repository's folder, with this
+environment's ``servo-actors`` first on PATH, inside a network namespace of their own (only its
+loopback, up): the embedded optimizer's fixed port 8085 is free there whatever else runs on this
+machine, and nothing leaves it.
+
+- ``SCRIPT``: the block is one shell script (it starts, cancels and stops things itself).
+- ``COMMAND_LIST``: a list of commands for the reader's own ``servo.yaml``; each line runs on its
+  own in a folder whose ``servo.yaml`` is ``config/synthetic.yaml``, and ``run`` (which runs until
+  a signal) against the embedded optimizer with the shipped plan, stopped with SIGTERM once it has
+  worked.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+SCRIPT = "servo-actors optimizer serve --plan config/plans/synthetic.yaml &"
+COMMAND_LIST = "servo-actors -c servo.yaml validate"
+NOT_ONE_MACHINE = {
+    "python3 -m venv .venv": "installs from the package index (the network); the `servo-actors demo` "
+    "it ends with is tests/runner/test_runner_demo.py",
+    "scripts/test": "runs this test suite",
+    "docker build": "needs an image registry and a Kubernetes cluster",
+    "head -c 48 /dev/urandom": "two hosts (copies a key to another host)",
+    "servo-actors agent --listen 10.0.0.7:1901": "two hosts (10.0.0.5 and 10.0.0.7)",
+}
+BLOCK_TIMEOUT = 120.0
+"""Generous bound on one block or command: the script sleeps 12 s; a hang breaks it."""
+POLLING_BOUND = 60.0
+"""Generous bound until the servo of the command list has received a command."""
+IP_TIMEOUT = 10.0
+MARKER_VAR = "SERVO_ACTORS_TEST_MARK"
+LEAK_GRACE = 10.0
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+def shell_blocks() -> list[str]:
+    return re.findall(r"^```sh\n(.*?)^```", README.read_text(), re.MULTILINE | re.DOTALL)
+
+
+def block(first_line: str) -> str:
+    [found] = [text for text in shell_blocks() if text.lstrip().startswith(first_line)]
+    return found
+
+
+def test_every_shell_block_of_the_readme_is_run_here_or_says_why_not() -> None:
+    blocks = shell_blocks()
+    assert len(blocks) >= 2
+    for text in blocks:
+        first = text.strip().splitlines()[0]
+        known = [SCRIPT, COMMAND_LIST, *NOT_ONE_MACHINE]
+        assert any(first.startswith(start) for start in known), f"a README block nobody runs: {first!r}"
+
+
+def marked_pids(marker: str) -> list[int]:
+    found = []
+    needle = f"{MARKER_VAR}={marker}".encode()
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                environ = handle.read()
+            with open(f"/proc/{entry}/stat") as handle:
+                state = handle.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in environ.split(b"\0") and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+class Namespace:
+    """A network namespace with only its loopback, up; commands run in it by ``ip netns exec``."""
+
+    def __init__(self) -> None:
+        self.name = f"sa-readme-{os.getpid()}"
+        self.marker = uuid.uuid4().hex
+        self.env = {
+            **os.environ,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            MARKER_VAR: self.marker,
+            "PYTHONUNBUFFERED": "1",
+        }
+        for name in ("SERVO_CONFIG", "OPSANI_OPTIMIZER", "OPSANI_URL", "OPSANI_BASE_URL", "OPSANI_TOKEN"):
+            self.env.pop(name, None)
+
+    def create(self) -> None:
+        self._ip("netns", "add", self.name)
+        self._ip("netns", "exec", self.name, "ip", "link", "set", "lo", "up")
+
+    def remove(self) -> None:
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True, timeout=IP_TIMEOUT, check=False)
+
+    def _ip(self, *args: str) -> None:
+        done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=IP_TIMEOUT, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
+
+    def command(self, shell_text: str) -> list[str]:
+        return ["ip", "netns", "exec", self.name, "bash", "-e", "-c", shell_text]
+
+    def run(self, shell_text: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.command(shell_text), capture_output=True, text=True, cwd=cwd, env=self.env, timeout=BLOCK_TIMEOUT
+        )
+
+    def start(self, shell_text: str, cwd: Path, log: Path) -> subprocess.Popen[bytes]:
+        with open(log, "w") as output:
+            return subprocess.Popen(
+                self.command(f"exec {shell_text}"), stdout=output, stderr=subprocess.STDOUT, cwd=cwd, env=self.env
+            )
+
+
+def why_no_namespace() -> str | None:
+    if os.geteuid() != 0:
+        return "a network namespace needs root (ip netns add)"
+    if shutil.which("ip") is None:
+        return "the ip command (iproute2) is not installed"
+    return None
+
+
+@pytest.fixture
+def namespace() -> Iterator[Namespace]:
+    why = why_no_namespace()
+    if why is not None:
+        pytest.skip(f"the README's blocks run in a network namespace of their own: {why}")
+    made = Namespace()
+    made.create()
+    try:
+        yield made
+    finally:
+        deadline = time.monotonic() + LEAK_GRACE
+        while (left := marked_pids(made.marker)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        made.remove()
+        assert not left, f"processes of the README's commands survived them: {left}"
+
+
+def test_against_the_embedded_optimizer_on_one_machine_as_written(namespace: Namespace) -> None:
+    done = namespace.run(block(SCRIPT), REPO)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "embedded optimizer for example.com/web: http://127.0.0.1:8085" in out
+    assert "command DESCRIBE" in out and "result of MEASURE" in out, out  # the servo worked
+    # What `optimizer cancel` said: a command cancelled, or nothing in flight at that moment.
+    assert re.search(r"will be answered cancel at its next post|nothing to cancel", out), out
+    assert "stopped (SIGTERM)" in out and "Traceback" not in out
+
+
+def test_the_command_list_of_running_a_servo_as_written(namespace: Namespace, tmp_path: Path) -> None:
+    shutil.copy(REPO / "config" / "synthetic.yaml", tmp_path / "servo.yaml")
+    commands = [line.split("#", 1)[0].strip() for line in block(COMMAND_LIST).strip().splitlines()]
+    assert commands[-1] == "servo-actors -c servo.yaml run"
+    for command in commands[:-1]:
+        done = namespace.run(command, tmp_path)
+        assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
+        assert "Traceback" not in done.stderr
+    plan = REPO / "config" / "plans" / "synthetic.yaml"
+    optimizer = namespace.start(f"servo-actors optimizer serve --plan {plan}", tmp_path, tmp_path / "optimizer.log")
+    servo = namespace.start(commands[-1], tmp_path, tmp_path / "servo.log")
+    try:
+        deadline = time.monotonic() + POLLING_BOUND
+        while "command MEASURE" not in (tmp_path / "servo.log").read_text():
+            assert servo.poll() is None, (tmp_path / "servo.log").read_text()
+            assert time.monotonic() < deadline, (tmp_path / "servo.log").read_text()
+            time.sleep(0.1)
+        servo.send_signal(signal.SIGTERM)  # to `ip netns exec`, which exec'd the servo
+        assert servo.wait(BLOCK_TIMEOUT) == 0, (tmp_path / "servo.log").read_text()
+    finally:
+        for process in (servo, optimizer):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(BLOCK_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+    assert "Traceback" not in (tmp_path / "servo.log").read_text()
