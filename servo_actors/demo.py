@@ -124,6 +124,9 @@ def run_demo(
     """Run the demo; the exit code: 0 when the plan finished with a recommendation, 1 when it did
     not, 128 + the signal when SIGTERM/SIGINT stopped it."""
     with signals.watching() as watcher:
+        if watcher.stop.is_set():  # during start-up: nothing is started only to be stopped
+            echo(f"interrupted by {watcher.stop_signal}: nothing was started")
+            return 128 + (watcher.stop_signum or 0)
         with tempfile.TemporaryDirectory(prefix="servo-actors-demo-") as tmp:
             plan_path = Path(tmp, "plan.yaml")
             plan_path.write_text(yaml.safe_dump(demo_plan(options)))

@@ -74,6 +74,8 @@ def run_agent(options: AgentOptions, stop: threading.Event) -> int:
     if options.listen == options.join:
         raise AgentFailed(f"--listen and --join are both {options.listen}: an agent cannot join itself")
     key = message_auth.key_from_file(options.secret_file)
+    if stop.is_set():  # during start-up: no system is started only to be stopped
+        return 0
     own_run_dir = options.run_dir is None
     run_dir = options.run_dir or Path(tempfile.mkdtemp(prefix=f"servo-actors-agent-{os.getpid()}-"))
     handle = ActorSystemHandle(run_dir, listen=options.listen, capabilities=dict(SYSTEM_CAPABILITIES), key=key)

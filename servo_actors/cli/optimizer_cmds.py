@@ -83,16 +83,18 @@ def serve(
     """Serve the optimizer's side of the protocol until SIGTERM or SIGINT."""
     from servo_actors.optimizer.server import Application
 
-    plans = _load_plans(plan_paths)
-    admin_token = _read_admin_token(admin_token_file) if admin_token_file is not None else None
-    applications = []
-    for plan, source in plans:
-        driver, app, token = _driver_for(plan, source, _state_file(state_path, plan, source, len(plans)))
-        applications.append(Application(driver, app=app, token=token))
-    _unique_apps(applications, plans)
     with signals.watching() as watcher:
-        if not watcher.stop.is_set():  # a stop during start-up: nothing to serve
-            _serve_until_stopped(watcher, applications, admin_token, admin_token_file, host, port)
+        if not watcher.stop.is_set():  # a stop during start-up: nothing to load, nothing to serve
+            plans = _load_plans(plan_paths)
+            admin_token = _read_admin_token(admin_token_file) if admin_token_file is not None else None
+            applications = []
+            for plan, source in plans:
+                state_file = _state_file(state_path, plan, source, len(plans))
+                driver, app, token = _driver_for(plan, source, state_file)
+                applications.append(Application(driver, app=app, token=token))
+            _unique_apps(applications, plans)
+            if not watcher.stop.is_set():
+                _serve_until_stopped(watcher, applications, admin_token, admin_token_file, host, port)
     click.echo(f"stopped ({watcher.stop_signal or 'done'})")
 
 

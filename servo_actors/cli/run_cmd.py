@@ -65,6 +65,9 @@ def run_cmd(state: CliState, check_first: bool, dry_run: bool, metrics_listen: s
     if metrics_listen is not None:
         config.settings.metrics = config.settings.metrics.model_copy(update={"listen": metrics_listen})
     with signals.watching(reload=True) as watcher:
+        if watcher.stop.is_set():  # during start-up: no actor system is started only to be stopped
+            log.info("stopped (%s) before the connectors started", watcher.stop_signal)
+            return
         if check_first or dry_run:
             result = _checks(config, watcher)
             if result is None:
