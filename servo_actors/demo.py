@@ -217,9 +217,14 @@ class _Demo:
     # --- the optimizer's state --------------------------------------------------------------------
 
     def state(self, session: requests.Session | None = None) -> dict[str, Any]:
-        response = (session or self.session).get(f"{self.url}/admin/state", timeout=STATE_TIMEOUT)
-        response.raise_for_status()
-        return response.json()
+        """``GET /admin/state``; DemoError naming the URL when the optimizer does not answer it."""
+        url = f"{self.url}/admin/state"
+        try:
+            response = (session or self.session).get(url, timeout=STATE_TIMEOUT)
+            response.raise_for_status()
+            return response.json()
+        except (requests.RequestException, ValueError) as exc:
+            raise DemoError(f"the embedded optimizer did not answer GET {url}: {type(exc).__name__}") from None
 
     def print_news(self, state: dict[str, Any]) -> None:
         """The cancels and steps the optimizer recorded since the last look, in that order."""
@@ -292,7 +297,7 @@ class _Demo:
                     self.echo(f"  ! pressed Abort too late for {press.cmd} {press.cmd_uid}{step}: {said}")
             else:
                 self.echo(f"  ! no Abort: the optimizer never showed {press.cmd} {press.cmd_uid} in flight")
-        except (requests.RequestException, ValueError) as exc:
+        except (DemoError, requests.RequestException, ValueError) as exc:
             self.echo(f"  ! Abort not pressed: the optimizer did not answer ({type(exc).__name__})")
         finally:
             session.close()
@@ -320,7 +325,7 @@ class _Demo:
             while not self.finished.wait(STATUS_INTERVAL):
                 try:
                     state = self.state(session)
-                except (requests.RequestException, ValueError):
+                except DemoError:
                     continue  # the next look may do; the lines say what matters
                 self.status(self._status_text(state))  # type: ignore[misc]
         finally:
