@@ -2,8 +2,10 @@
 
 Only what ``Page.captureScreenshot`` produces: 8 bits per channel, RGB or RGBA, not interlaced.
 
->>> image = read_png(png_bytes)
->>> image.pixel(10, 20)          # (r, g, b)
+::
+
+    image = read_png(png_bytes)
+    image.pixel(10, 20)          # (r, g, b)
 """
 
 from __future__ import annotations
