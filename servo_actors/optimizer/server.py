@@ -422,6 +422,10 @@ class OptimizerServer:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._httpd = HttpServer((host, port), self)
+        # Read once, while the socket is open: the URL stays known after stop() (a test restarts
+        # an optimizer on the same port); what server_address holds, typed for TCP.
+        bound_host, bound_port = self._httpd.socket.getsockname()[:2]
+        self._url = f"http://{bound_host}:{bound_port}"
 
     # --- applications ----------------------------------------------------------------------------
 
@@ -491,8 +495,7 @@ class OptimizerServer:
     @property
     def url(self) -> str:
         """``http://HOST:PORT``: use it as a servo's ``base_url``."""
-        host, port = self._httpd.socket.getsockname()[:2]  # what server_address holds, typed for TCP
-        return f"http://{host}:{port}"
+        return self._url
 
     @property
     def servo_path(self) -> str:
