@@ -39,7 +39,9 @@ def child(
     name: str, generation: int, *history: tuple[int, str], state: str = "ready", down_reason: str | None = None
 ) -> m.ChildStatus:
     pid = 1000 + generation if state not in ("queued", "failed") else None
-    return m.ChildStatus(name, state, pid, generation, len(history), None, down_reason, tuple(history))
+    return m.ChildStatus(
+        name, state, pid, generation, len(history), down_reason=down_reason, history=tuple(history)
+    )
 
 
 def status(*children: m.ChildStatus) -> m.Status:
