@@ -106,6 +106,9 @@ FAILURE_POLL_INTERVAL = 0.1
 """``failure`` drains arrived messages at most this often (a drain costs a fraction of a ms)."""
 DRAIN_LIMIT = 100
 """Most messages one drain handles, so a chatty connector cannot keep ``failure`` from returning."""
+PING_KIND = "ping"
+PING_PREFIX = f"{PING_KIND}-"
+"""Request ids of liveness pings start with this (``_new_id``)."""
 
 _log = logging.getLogger(__name__)
 _ids = itertools.count(1)
@@ -733,8 +736,10 @@ class ServoRuntime:
         assert self._system is not None
         message = self._system.listen(min(timeout, LIVENESS_INTERVAL))
         ping = self._watchdog.ping_id
-        if ping is not None and getattr(message, "request_id", None) == ping:
-            # The answer in hand counts before the check: after a long gap it would look missing.
+        if ping is not None and message is not None:
+            # Any message answers the ping: it shows the supervisor's loop turning, and the ping's
+            # own answer can wait seconds behind a large result (18 MB for a million points). It
+            # counts before the check: after a long gap it would look missing.
             self._watchdog.answered(ping, time.monotonic())
         self._check_liveness(force=message is None)
         return message
@@ -756,7 +761,7 @@ class ServoRuntime:
         if self._deferred and not self._watchdog.stopped("supervisor"):
             self._send_deferred()
         if self._watchdog.ping_due(now):
-            request = m.GetStatus(self._new_id("ping"))
+            request = m.GetStatus(self._new_id(PING_KIND))
             self._watchdog.ping_sent(request.request_id, now)
             with contextlib.suppress(SupervisorLost):
                 self._tell(request)
@@ -843,6 +848,8 @@ class ServoRuntime:
             if request_id == self._watchdog.ping_id:
                 self._watchdog.answered(request_id, time.monotonic())
                 return
+            if request_id.startswith(PING_PREFIX):
+                return  # a ping another message answered first (_listen): nobody waits for it
             self._answers[request_id] = message
             while len(self._answers) > ANSWERS_KEPT:
                 self._answers.popitem(last=False)

@@ -11,6 +11,7 @@ state); ``verdict`` names what is wrong, or None while all is well:
 - a watched process has been stopped (SIGSTOP, state ``T``) for ``timeout`` seconds, or, while
   something waits on it (``hurry``: a cancel), for that wait's own ``patience``;
 - a ping has gone unanswered for ``timeout`` seconds (the supervisor is hung or unreachable).
+  The runtime counts any message from the supervisor as the answer (``answered``).
 
 Pings go out every ``interval`` seconds, one at a time. So a death is noticed at the next check,
 and a hang within ``interval + timeout`` seconds.
