@@ -222,11 +222,25 @@ class PlainConverter:
                     if limit is not None and self.at_least > limit:
                         raise ResultTooLarge(self.at_least, limit)
                     append(item)
+                elif kind is list and depth + 1 < MAX_DEPTH and (flat := self._flat(item)) is not None:
+                    append(flat)  # a list of leaves (a point [t, v]): no call per point
                 else:
                     append(self.plain(item, (path, index), depth + 1))
             return converted
         finally:
             self.active.discard(ident)
+
+    def _flat(self, items: list[Any]) -> list[Any] | None:
+        """A copy of ``items`` counted against the limit when all of them are leaves; else None,
+        and nothing counted (``plain`` takes it the general way)."""
+        size = 1
+        for item in items:
+            kind = type(item)
+            if kind not in _LEAF_TYPES:
+                return None
+            size += len(item) + 1 if kind is str else 1
+        self.count(size)
+        return list(items)
 
     def key(self, key: Any, path: Any) -> str:
         if isinstance(key, str):

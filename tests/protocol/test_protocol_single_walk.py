@@ -121,3 +121,20 @@ def test_an_oversize_value_is_refused_by_its_pickled_size_before_any_walk() -> N
     assert caught.value.exact and caught.value.at_least > 100_000
     refuse_oversize(points(10), 100_000)  # under the limit: nothing to say
     refuse_oversize((n for n in range(3)), 1)  # cannot be pickled: the conversion judges it
+
+
+FINITE_TREES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=3),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.tuples(children, children)
+        | st.dictionaries(st.text(max_size=2), children, max_size=3)
+    ),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(FINITE_TREES)
+def test_the_converter_gives_plain_data_back_as_json_has_it(value: Any) -> None:
+    assert to_plain(value, where="r", byte_limit=1 << 20) == json.loads(json.dumps(value))
