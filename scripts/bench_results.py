@@ -69,6 +69,25 @@ LOG_POLL = 0.01
 MEASURE = {"cmd": "MEASURE", "param": {"metrics": ["x"], "control": {"duration": 0}}}
 
 
+BEFORE_AND_BOUNDS = (
+    "\nBefore (tree 3e2b42d, this script on the same machine, 2026-12-04, load 4.5-5): 10k points "
+    "863 ms, 100k 6308 ms, 1M 50.5 s (one trial), 2.5M answered `result-too-large` after 15.5 s "
+    "(a walk in Python stopped at the limit; with a grace under that, `timeout`).\n\n"
+    "What bounds it (py-spy, `--profile`). Before: the servo's main process spent about 80 % of a "
+    "trial in about twenty walks over the same points (a NaN walk and a nesting walk per builder "
+    "and per request body, a Python validator per number), the connector's host 2 s per 200k points "
+    "formatting a path string for every item, and Thespian unpickled the result twice where it "
+    "arrived on a socket that awaited an acknowledgement. Now, per process: the host pickles the "
+    "result once to measure it (refused at once when over the limit) and converts it in one walk; "
+    "the supervisor unpickles it, merges and pickles it again; the servo unpickles it, walks it once "
+    "(nesting and NaN), has pydantic's core validate and dump it, and encodes it (C). At 1M points "
+    "each step is about a second on a loaded machine, and the embedded optimizer (in the benchmark's "
+    "process) needs several seconds more to read 17 MB: over this run's 10 s read timeout, the servo "
+    "posts again. An 18 MB message between two processes also nears Thespian's 5 s transmit timeout "
+    "under load.\n"
+)
+
+
 def config(optimizer: BenchOptimizer, points: int, result_bytes: int | None) -> dict[str, Any]:
     settings = servo_actors_config("noop", optimizer)
     fault = {"action": "many_points", "points": points}
@@ -209,6 +228,7 @@ def section(rows: list[dict[str, Any]], info: dict[str, Any], trials: int) -> st
             f"| {row['points']:,} | {', '.join(row['outcomes'])}{limit} | {row['json_bytes'] / 1e6:.1f} MB "
             f"| {p50} | {worst} | {row['build_ms']:.0f} ms |"
         )
+    lines.append(BEFORE_AND_BOUNDS)
     leaks = {row["points"]: row["leaked"] for row in rows if row["leaked"]}
     codes = sorted({row["exit_code"] for row in rows})
     lines.append(f"\nExit codes after SIGTERM: {codes}; leaked processes: {leaks or 'none'}.\n\n")
