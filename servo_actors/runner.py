@@ -43,7 +43,7 @@ from servo_actors import USER_AGENT, __version__, observability
 from servo_actors.actors import Operation, OperationResult, ServoRuntime
 from servo_actors.actors.restart_policy import RestartIntensity
 from servo_actors.actors.results import NOT_UP_REASONS
-from servo_actors.actors.runtime import LOST_REASON, SupervisorLost
+from servo_actors.actors.runtime import CANCEL_DEADLINE, LOST_REASON, SupervisorLost
 from servo_actors.config import ServoConfig
 from servo_actors.connectors import Control
 from servo_actors.errors import ConfigError, ProtocolError, ServoError, SupervisorError
@@ -76,8 +76,9 @@ REPLY_CHECK_FIRST = 0.002
 """While a progress post is open, the loop looks for its reply after this long, then twice as long
 each time up to ``WAIT_SLICE``: a ``cancel`` from a prompt optimizer is acted on within a few ms,
 and a slow one costs a handful of wakeups (the operation's wait cannot be woken by the reply)."""
-KILL_CONFIRM_WAIT = 1.0
-"""Longest the loop waits, after a cancel, for the supervisor to confirm the kills went out."""
+KILL_CONFIRM_WAIT = CANCEL_DEADLINE
+"""Longest the loop waits, after a cancel, for the supervisor to confirm the kills went out (a
+supervisor that cannot, being stopped, is lost by then: the runtime's cancel deadline)."""
 SLEEP_SLICE = 5.0
 """Longest a SLEEP waits in one go. It wakes sooner: at once for a signal (a stop, a SIGHUP reload)
 or the death of a process of the actor system, and whenever the watchdog must look again (about
@@ -389,7 +390,10 @@ class Runner:
         # The kills go out now; the optimizer hears `cancelled` once they have (the operation's
         # cancelled result comes back after them), not after the fresh connectors are up.
         request = self.runtime.begin_cancel()
-        self.runtime.wait(op, KILL_CONFIRM_WAIT)
+        confirm_by = time.monotonic() + KILL_CONFIRM_WAIT
+        while self.runtime.wait(op, WAIT_SLICE) is None and time.monotonic() < confirm_by:
+            if self.signals.stop.is_set():  # a stop kills everything anyway: no result is owed
+                raise StopRequested(self._stop_name())
         self._notify("cancelled", {"cmd": command.cmd, "cmd_uid": command.cmd_uid, "status": reply.status})
         if reply.status == "cancel":
             reason, message = _cancel_reason(reply)

@@ -14,11 +14,13 @@ with a periodic ``getppid`` check as a fallback. Before the connector runs, the 
 cgroup of its own and names itself in its environment, so that what the connector starts can be
 found and killed even outside its group and session (``cgroups``, ``descendants``).
 
-Whatever the connector returns, raises or passes to ``progress()`` is connector code too: it is
-turned into plain data and text that cannot raise (``plain_data``), checked against the
-operation's shape, and a result that pickles to more than ``max_result_bytes`` is refused
-(``result-too-large``). The worker thread catches everything; should it end all the same, its
-job fails at once and the next job gets a fresh thread.
+Whatever the connector returns, raises or passes to ``progress()`` is connector code too: a
+result that pickles to more than ``max_result_bytes`` is refused first, before any other work
+(``result-too-large``: pickling is C, and a result of millions of points must not be walked in
+Python only to be refused); what passes is turned into plain data and text that cannot raise
+(``plain_data``, one walk that also bounds nesting and counts bytes), checked against the
+operation's shape, and measured once more as the reply it becomes. The worker thread catches
+everything; should it end all the same, its job fails at once and the next job gets a fresh thread.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from servo_actors.actors.plain_data import (
     ResultTooLarge,
     describe_exception,
     progress_percent,
+    refuse_oversize,
     safe_text,
     to_plain,
     type_name,
@@ -136,6 +139,7 @@ class _ConnectorCalls:
         self._description: dict[str, Any] | None = None
 
     def plain(self, value: Any, where: str) -> Any:
+        refuse_oversize(value, self.byte_limit)  # before any other work
         return to_plain(value, where=where, byte_limit=self.byte_limit)
 
     def description(self) -> dict[str, Any]:
@@ -181,6 +185,7 @@ class _ConnectorCalls:
                 return {"checks": []}, (), "success"
             if isinstance(checks, (str, bytes, Mapping)) or not isinstance(checks, Iterable):
                 raise InvalidResult(f"check() returned a {type_name(checks)}, not a list of checks")
+            refuse_oversize(checks, self.byte_limit)  # a generator passes: the budget below stops it
             # One byte budget for all entries: a generator that never ends is stopped by it.
             converter = PlainConverter(self.byte_limit)
             entries = [_check_entry(converter, item, f"check()[{index}]") for index, item in enumerate(checks)]
@@ -493,7 +498,7 @@ class ConnectorHost(Actor):
         except ConnectorFailure as failure:
             outcome = _failure_outcome(name, failure)
         except ResultTooLarge as exc:
-            outcome = self._too_large(call, f"more than {exc.at_least} bytes")
+            outcome = self._too_large(call, str(exc))
         except (NotPlainData, InvalidResult) as exc:
             message = f"connector {name!r} returned an invalid {call.operation} result: {safe_text(exc)}"
             outcome = ConnectorOutcome(name, "failed", INVALID_RESULT, message)

@@ -129,7 +129,7 @@ def authenticated_frame(message: Any, serialize: Any = pickle.dumps) -> bytes:
     return b"".join((b"%d>" % (TAG_BYTES + len(payload)), _tag(payload), payload))
 
 
-def _authentic(body: bytes) -> bool:
+def _authentic(body: bytes | bytearray) -> bool:
     if _mac_start is None or len(body) < TAG_BYTES:
         return False
     view = memoryview(body)
@@ -188,12 +188,15 @@ def _receive_buffer_class() -> type[Any]:
     class AuthenticatedReceiveBuffer(ReceiveBuffer):
         """Thespian's receive buffer that verifies the tag before it unpickles anything."""
 
+        _buf: bytes | bytearray  # Thespian's; turned into a bytearray once the frame's size is known
+
         def __init__(self, serializer: Any = None) -> None:
             # Whatever deserializer Thespian passes, only pickle.loads runs, and only after the check.
             super().__init__(pickle.loads)
             self.refusal: str | None = None
             self.peer: str | None = None
             self._verified = False
+            self._message: tuple[Any] | None = None
 
         def addMore(self, buf: Any) -> None:  # noqa: N802 (Thespian's name)
             if self.refusal is not None:
@@ -203,6 +206,10 @@ def _receive_buffer_class() -> type[Any]:
             except ValueError:
                 self._refuse("no readable frame length")
                 return
+            if self._size is not None and type(self._buf) is bytes:
+                # Thespian appends each read with bytes +=, a copy of all so far: quadratic in the
+                # frame's size (a result of a million points arrives in a hundred reads or more).
+                self._buf = bytearray(self._buf)
             if self._size is None and len(self._buf) > _HEADER_LIMIT:
                 # Thespian would keep buffering such a stream for ever.
                 self._refuse(f"no frame length in the first {_HEADER_LIMIT} bytes")
@@ -235,7 +242,12 @@ def _receive_buffer_class() -> type[Any]:
             if self.verdict() is not None:
                 _report_refusal(self.peer or "an unknown peer", self.refusal or "")
                 return None
-            return pickle.loads(memoryview(self._buf)[TAG_BYTES:]), self._extra
+            if self._message is None:
+                # Once: a message that arrives where an acknowledgement was awaited is asked for
+                # twice by Thespian (is it an ack? then as an incoming message), and unpickling a
+                # large result takes a good part of a second.
+                self._message = (pickle.loads(memoryview(self._buf)[TAG_BYTES:]),)
+            return self._message[0], self._extra
 
     return AuthenticatedReceiveBuffer
 

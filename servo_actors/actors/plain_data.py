@@ -15,6 +15,7 @@ import decimal
 import enum
 import math
 import pathlib
+import pickle
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -28,6 +29,7 @@ TEXT_LIMIT = 2000
 """Most characters of connector-supplied text (an exception's message) kept in an error message."""
 
 _PLAIN_LEAVES = (str, int, float, bool, type(None))
+_LEAF_TYPES = frozenset(_PLAIN_LEAVES)
 _PLAIN_KEYS = (int, float, bool, type(None))
 _TYPE_NAME = type.__dict__["__name__"]
 _JSON_SCALARS = (
@@ -56,12 +58,41 @@ class NotPlainData(ValueError):
 
 
 class ResultTooLarge(ValueError):
-    """A result grew past the byte limit while being converted (every item costs at least a byte)."""
+    """A result is over the byte limit: measured exactly (``exact``: its pickled size), or found to
+    be while being converted (``at_least``: every item costs at least a byte)."""
 
-    def __init__(self, at_least: int, limit: int) -> None:
-        super().__init__(f"more than {at_least} bytes")
+    def __init__(self, at_least: int, limit: int, *, exact: bool = False) -> None:
+        super().__init__(f"{at_least} bytes" if exact else f"more than {at_least} bytes")
         self.at_least = at_least
         self.limit = limit
+        self.exact = exact
+
+
+def refuse_oversize(value: Any, byte_limit: int | None) -> None:
+    """ResultTooLarge when ``value`` pickles to more than ``byte_limit`` bytes: the first look at a
+    connector's result, before it is walked at all (pickling is C: a million points take ~0.1 s,
+    while a walk in Python that stops at the limit took seconds). A value that cannot be pickled
+    (a generator, an object that refuses) passes: the conversion names what is wrong with it."""
+    if byte_limit is None:
+        return
+    try:
+        size = len(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:  # connector objects: their __reduce__ may raise anything
+        return
+    if size > byte_limit:
+        raise ResultTooLarge(size, byte_limit, exact=True)
+
+
+def _path_text(path: Any) -> str:
+    """A path kept as ``(parent, key)`` pairs while converting, as text: ``parent.key`` for a key
+    of a mapping, ``parent[index]`` for an index of a sequence. Text is made only for an error
+    message: formatting it for every item was most of the conversion's time."""
+    parts: list[str] = []
+    while isinstance(path, tuple):
+        path, step = path
+        parts.append(f"[{step}]" if type(step) is int else f".{step}")
+    parts.append(path)
+    return "".join(reversed(parts))
 
 
 def type_name(value: Any) -> str:
@@ -130,13 +161,17 @@ class PlainConverter:
         if self.byte_limit is not None and self.at_least > self.byte_limit:
             raise ResultTooLarge(self.at_least, self.byte_limit)
 
-    def plain(self, value: Any, path: str, depth: int) -> Any:
+    def plain(self, value: Any, path: Any, depth: int) -> Any:
+        """``value`` as plain data; ``path`` is text, or ``(parent, suffix)`` (see ``_path_text``)."""
         kind = type(value)
-        if kind in _PLAIN_LEAVES:
+        if kind in _LEAF_TYPES:
             self.count(len(value) + 1 if kind is str else 1)
             return value
         if depth >= MAX_DEPTH:
-            raise NotPlainData(f"{path}: nested deeper than {MAX_DEPTH} levels")
+            raise NotPlainData(f"{_path_text(path)}: nested deeper than {MAX_DEPTH} levels")
+        if kind is list or kind is dict or kind is tuple:  # the usual containers, first
+            return self.container(value, path, depth)
+        path = _path_text(path)  # the rare kinds below: text, as their messages need it
         if isinstance(value, BaseModel):
             dumped = value.model_dump(mode="json", by_alias=True, exclude_none=True)
             return self.plain(dumped, path, depth)
@@ -158,32 +193,68 @@ class PlainConverter:
             raise NotPlainData(f"{path}: a {type_name(value)} is not plain data") from None
         return self.plain(converted, path, depth)
 
-    def container(self, value: Any, path: str, depth: int) -> Any:
+    def container(self, value: Any, path: Any, depth: int) -> Any:
         ident = id(value)
         if ident in self.active:
-            raise NotPlainData(f"{path}: contains itself (a recursive structure)")
+            raise NotPlainData(f"{_path_text(path)}: contains itself (a recursive structure)")
         self.active.add(ident)
+        limit = self.byte_limit
         try:
             self.count(1)
-            if isinstance(value, Mapping):
+            kind = type(value)
+            if kind is not list and kind is not tuple and isinstance(value, Mapping):
                 items = dict.items(value) if isinstance(value, dict) else value.items()
                 result = {}
                 for key, item in items:
                     text = self.key(key, path)
-                    result[text] = self.plain(item, f"{path}.{text}", depth + 1)
+                    kind = type(item)
+                    if kind in _LEAF_TYPES:  # leaves in place: no call, no path
+                        self.at_least += len(item) + 1 if kind is str else 1
+                        if limit is not None and self.at_least > limit:
+                            raise ResultTooLarge(self.at_least, limit)
+                        result[text] = item
+                    else:
+                        result[text] = self.plain(item, (path, text), depth + 1)
                 return result
-            # The type's own __iter__: an override may not end.
-            sequence = next(own_iter(value) for base, own_iter in _OWN_ITERATORS if isinstance(value, base))
-            return [self.plain(item, f"{path}[{index}]", depth + 1) for index, item in enumerate(sequence)]
+            for base in (list, tuple, set, frozenset):
+                if kind is base or isinstance(value, base):
+                    sequence = base.__iter__(value)  # the type's own: an override may not end
+                    break
+            converted: list[Any] = []
+            append = converted.append
+            for index, item in enumerate(sequence):
+                kind = type(item)
+                if kind in _LEAF_TYPES:
+                    self.at_least += len(item) + 1 if kind is str else 1
+                    if limit is not None and self.at_least > limit:
+                        raise ResultTooLarge(self.at_least, limit)
+                    append(item)
+                elif kind is list and depth + 1 < MAX_DEPTH and (flat := self._flat(item)) is not None:
+                    append(flat)  # a list of leaves (a point [t, v]): no call per point
+                else:
+                    append(self.plain(item, (path, index), depth + 1))
+            return converted
         finally:
             self.active.discard(ident)
 
-    def key(self, key: Any, path: str) -> str:
+    def _flat(self, items: list[Any]) -> list[Any] | None:
+        """A copy of ``items`` counted against the limit when all of them are leaves; else None,
+        and nothing counted (``plain`` takes it the general way)."""
+        size = 1
+        for item in items:
+            kind = type(item)
+            if kind not in _LEAF_TYPES:
+                return None
+            size += len(item) + 1 if kind is str else 1
+        self.count(size)
+        return list(items)
+
+    def key(self, key: Any, path: Any) -> str:
         if isinstance(key, str):
             text = str.__str__(key)
         elif isinstance(key, _PLAIN_KEYS):
             text = str(self.plain(key, path, 0))  # exact type first: its str() cannot be overridden
         else:
-            raise NotPlainData(f"{path}: a key of type {type_name(key)} (keys must be strings)")
+            raise NotPlainData(f"{_path_text(path)}: a key of type {type_name(key)} (keys must be strings)")
         self.count(len(text) + 1)
         return text

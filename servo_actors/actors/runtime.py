@@ -29,6 +29,11 @@ it waits on pidfds of those processes); one that is
 stopped or stops answering, within ``interval + timeout``. Then the system is ``lost``: it is
 killed at once, the operation in flight resolves ``failed`` with reason ``supervisor-lost``, and
 ``reboot`` starts a fresh one (the runner decides how often, see ``supervisor.microreboots``).
+
+Nothing is sent to a supervisor that is stopped (SIGSTOP): Thespian would wait for its
+acknowledgement for its transmit timeout (5 s) and then drop the message without a word. The
+message waits in the runtime and goes out once the supervisor runs again. A cancel waits on a
+stopped supervisor only for ``CANCEL_DEADLINE``, and ``stop`` not at all: then the system is killed.
 """
 
 from __future__ import annotations
@@ -62,7 +67,7 @@ from servo_actors.actors.restart_ledger import RestartLedger
 from servo_actors.actors.results import OPERATIONS, OperationResult, aggregate
 from servo_actors.actors.supervision_operation import operation_deadline
 from servo_actors.actors.system import ActorSystemHandle
-from servo_actors.actors.watchdog import Watchdog
+from servo_actors.actors.watchdog import STOPPED_STATES, Watchdog
 from servo_actors.config.connector_types import resolve_connector_type
 from servo_actors.config.models import ServoConfig
 from servo_actors.connectors.base import Control
@@ -79,6 +84,11 @@ ANSWERS_KEPT = 64
 """Answers kept by request id until asked for (oldest dropped first): a handful are ever pending."""
 LOST_REASON = "supervisor-lost"
 """The reason word of an operation whose actor system was lost under it."""
+CANCEL_DEADLINE = 1.0
+"""Seconds a cancel gives the supervisor to take it (it takes one within milliseconds, the kills
+go out at once): a supervisor stopped that long while a cancel waits on it is lost then (killed
+and replaced), whatever ``supervisor.liveness.timeout`` says. The runner waits as long for the
+kills to be confirmed."""
 CANCELLED_RESULT_WAIT = 1.0
 """Seconds ``cancel`` waits for the cancelled operation's result once the connectors are back."""
 STOP_MARGIN = 0.5
@@ -96,6 +106,9 @@ FAILURE_POLL_INTERVAL = 0.1
 """``failure`` drains arrived messages at most this often (a drain costs a fraction of a ms)."""
 DRAIN_LIMIT = 100
 """Most messages one drain handles, so a chatty connector cannot keep ``failure`` from returning."""
+PING_KIND = "ping"
+PING_PREFIX = f"{PING_KIND}-"
+"""Request ids of liveness pings start with this (``_new_id``)."""
 
 _log = logging.getLogger(__name__)
 _ids = itertools.count(1)
@@ -231,6 +244,9 @@ class ServoRuntime:
         self._watchdog = Watchdog(liveness.interval, liveness.timeout)
         self._checked_at = 0.0
         self._lost: SupervisorLost | None = None
+        self._deferred: list[Any] = []
+        """Messages for a supervisor that was stopped when they were told (see ``_tell``), in order.
+        Few: no ping goes out while it is stopped, and it is lost within ``liveness.timeout``."""
         # Restarts and escalations, read from the supervisor's answers (observability).
         self._restarts = RestartLedger(events.connector_restarted, events.escalated)
         events.track_children(self._restarts)
@@ -395,8 +411,13 @@ class ServoRuntime:
             if system.running and self._supervisor is not None and self._lost is None:
                 request = m.Stop(self._new_id("stop"))
                 self._tell(request)
-                longest = max((s.shutdown_timeout for s in self._specs), default=0.0)
-                self._await(request.request_id, longest + STOP_MARGIN)
+                if self._deferred:
+                    # Stopped (SIGSTOP): it cannot stop anything, and waiting on it would only
+                    # delay the kill below, which does it all.
+                    _log.debug("the supervisor is stopped: no orderly stop; killing the actor system")
+                else:
+                    longest = max((s.shutdown_timeout for s in self._specs), default=0.0)
+                    self._await(request.request_id, longest + STOP_MARGIN)
         except SupervisorError as exc:
             _log.debug("no orderly stop (%s); killing the actor system", exc)
         except Exception as exc:  # the kill below is what guarantees the outcome
@@ -410,6 +431,7 @@ class ServoRuntime:
         system, self._system, self._supervisor = self._system, None, None
         self._supervisor_pid = None
         self._answers.clear()
+        self._deferred.clear()
         self._watchdog.reset()
         if self._exit_hook is not None:
             atexit.unregister(self._exit_hook)
@@ -562,6 +584,8 @@ class ServoRuntime:
             request.done = True
             return request
         self._require_running()
+        # A cancel does not wait for liveness.timeout on a supervisor that cannot take it.
+        self._watchdog.hurry("supervisor", time.monotonic(), CANCEL_DEADLINE, "a cancel")
         try:
             self._tell(m.Cancel(request.request_id, op.request_id if op is not None else None))
         except SupervisorLost:
@@ -576,6 +600,7 @@ class ServoRuntime:
                 return False
             request.done = True
             self._children = reply.children
+            self._watchdog.calm()
         op = request.operation
         if op is not None and op.result is None:
             # The supervisor sent the op's cancelled result first, but Thespian does not keep the
@@ -670,11 +695,18 @@ class ServoRuntime:
     # ----- messages ----------------------------------------------------------------------------
 
     def _tell(self, message: Any) -> None:
-        """Send to the supervisor: it never blocks, so this returns at once unless it is stopped or
-        gone (then, after at most ``liveness.timeout``, SupervisorLost)."""
-        if self._supervisor_pid is not None and not processes.is_running(self._supervisor_pid):
-            # Thespian would retry a dead address for its transmit timeout.
-            self._lose(f"the supervisor (pid {self._supervisor_pid}) died")
+        """Send to the supervisor: it never blocks, so this returns at once. Gone: SupervisorLost
+        naming what died. Stopped (SIGSTOP): kept in ``_deferred`` and sent once it runs again
+        (``_check_liveness``), since Thespian would wait for it for its transmit timeout and then
+        drop the message silently; the watchdog decides meanwhile whether it is lost."""
+        if self._supervisor_pid is not None and self._system is not None and self._lost is None:
+            stat = processes.proc_stat(self._supervisor_pid)
+            if stat is None or not stat.alive:
+                # Thespian would retry a dead address for its transmit timeout.
+                self._lose(self._what_died())
+            elif stat.state in STOPPED_STATES or self._deferred:
+                self._deferred.append(message)  # behind any already waiting: order is kept
+                return
         if self._lost is not None:
             raise self._lost
         if self._system is None:
@@ -714,8 +746,10 @@ class ServoRuntime:
         assert self._system is not None
         message = self._system.listen(min(timeout, LIVENESS_INTERVAL))
         ping = self._watchdog.ping_id
-        if ping is not None and getattr(message, "request_id", None) == ping:
-            # The answer in hand counts before the check: after a long gap it would look missing.
+        if ping is not None and message is not None:
+            # Any message answers the ping: it shows the supervisor's loop turning, and the ping's
+            # own answer can wait seconds behind a large result (18 MB for a million points). It
+            # counts before the check: after a long gap it would look missing.
             self._watchdog.answered(ping, time.monotonic())
         self._check_liveness(force=message is None)
         return message
@@ -734,22 +768,44 @@ class ServoRuntime:
         if problem is not None:
             self._lose(problem)
             return
+        if self._deferred and not self._watchdog.stopped("supervisor"):
+            self._send_deferred()
         if self._watchdog.ping_due(now):
-            request = m.GetStatus(self._new_id("ping"))
+            request = m.GetStatus(self._new_id(PING_KIND))
             self._watchdog.ping_sent(request.request_id, now)
             with contextlib.suppress(SupervisorLost):
                 self._tell(request)
 
+    def _send_deferred(self) -> None:
+        """The supervisor runs again: what was told while it was stopped goes out now, in order."""
+        waiting, self._deferred = self._deferred, []
+        for message in waiting:
+            with contextlib.suppress(SupervisorLost):  # its waiter finds out from ``lost``
+                self._tell(message)
+
+    def _what_died(self) -> str:
+        """The verdict on a supervisor found dead: the process whose death explains it (its parent,
+        Thespian's admin, or the logger, whose death ends the admin), with what went with it."""
+        if self._supervisor_pid is not None and not self._watchdog.watched:
+            self._watch_processes(self._supervisor_pid)
+        verdict = self._watchdog.verdict(time.monotonic(), processes.proc_stat)
+        return verdict or f"the supervisor (pid {self._supervisor_pid}) died"
+
     def _watch_processes(self, supervisor_pid: int) -> None:
-        """Watch the supervisor, its parent (Thespian's admin) and the admin's other child (the logger)."""
-        self._watchdog.watch("supervisor", supervisor_pid)
+        """Watch the supervisor, its parent (Thespian's admin) and the admin's other child (the logger).
+
+        Each depends on the next: the supervisor dies with the admin (parent death), the admin
+        exits when its logger dies (measured: 20-30 ms later each), so when several are gone the
+        verdict names the one that went first.
+        """
+        self._watchdog.watch("supervisor", supervisor_pid, depends_on="Thespian admin")
         stat = processes.proc_stat(supervisor_pid)
         if stat is None or self._system is None or self._system.session_id is None:
             return  # gone already: the next verdict says so
         admin = processes.proc_stat(stat.ppid)
         if admin is None or admin.sid != self._system.session_id:
             return
-        self._watchdog.watch("Thespian admin", admin.pid)
+        self._watchdog.watch("Thespian admin", admin.pid, depends_on="Thespian logger")
         for child in processes.children_of(admin.pid):
             if child.pid != supervisor_pid and child.alive and child.sid == admin.sid:
                 self._watchdog.watch("Thespian logger", child.pid)
@@ -799,6 +855,8 @@ class ServoRuntime:
             if request_id == self._watchdog.ping_id:
                 self._watchdog.answered(request_id, time.monotonic())
                 return
+            if request_id.startswith(PING_PREFIX):
+                return  # a ping another message answered first (_listen): nobody waits for it
             self._answers[request_id] = message
             while len(self._answers) > ANSWERS_KEPT:
                 self._answers.popitem(last=False)

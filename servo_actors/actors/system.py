@@ -55,7 +55,7 @@ KILL_TIMEOUT = 2.0
 THESPIAN_LOG_NAME = "thespian.log"
 CONNECTOR_LOG_NAME = "connectors.log"
 ADMIN_PORT_ATTEMPTS = 3
-"""Fresh ports tried when the admin we reach turns out not to be the one we started."""
+"""Fresh ports tried when the port meant for the admin is taken (see ``_start_admin``)."""
 
 _listen_host = LOOPBACK
 """The address every socket of the actor systems this process starts binds (inherited by fork)."""
@@ -210,6 +210,18 @@ def free_loopback_port() -> int:
         return probe.getsockname()[1]
 
 
+def port_is_taken(host: str, port: int) -> bool:
+    """Whether something listens on ``host:port`` now: the test Thespian makes before it decides
+    that an admin is already there (a bind with SO_REUSEADDR that fails with EADDRINUSE)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
+
+
 def check_listen_address(endpoint: Endpoint) -> None:
     """SupervisorError naming ``endpoint`` when this process cannot listen there right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -269,6 +281,8 @@ class ActorSystemHandle:
     A system of a convention (``convention.py``, ``agent.py``) is given instead the address its
     admin must listen on (``listen``: every socket of the system binds that address, the admin
     that port), Thespian ``capabilities`` to add, and the convention's shared message ``key``.
+    ``admin_port`` is the port to try first in local mode (then free ones): tests use it to make
+    the admin's port one another servo holds.
     """
 
     def __init__(
@@ -278,11 +292,13 @@ class ActorSystemHandle:
         listen: Endpoint | None = None,
         capabilities: dict[str, Any] | None = None,
         key: bytes | None = None,
+        admin_port: int | None = None,
     ) -> None:
         self.run_dir = run_dir
         self.endpoint = listen
         self.capabilities = dict(capabilities or {})
         self._key = key
+        self._first_port = admin_port
         self.admin_port: int | None = None
         self.session_id: int | None = None
         self._asys: Any = None
@@ -321,16 +337,32 @@ class ActorSystemHandle:
         self._lifeline = line
 
     def _start_admin(self, line: lifeline.Lifeline) -> None:
+        """Fork the admin on a port of its own. A port that is taken (another servo's admin on it:
+        a race between picking a free port and binding it, or ``admin_port``) is never handed to
+        Thespian, which would take the listener there for an admin, wait 11-14 s for it to answer
+        (it refuses our messages: another key) and fail: a free port is picked at once instead, and
+        the log says so in one line. (In convention mode the address is given: refused at once.)
+        """
         from thespian.actors import ActorSystem
 
         last_error: Exception | None = None
+        wanted = self._first_port
         for _attempt in range(ADMIN_PORT_ATTEMPTS if self.endpoint is None else 1):
             before = _session_leader_children()
             if self.endpoint is not None:
                 check_listen_address(self.endpoint)
                 port = self.endpoint.port
             else:
-                port = free_loopback_port()
+                port, wanted = (wanted or free_loopback_port()), None
+                if port_is_taken(LOOPBACK, port):
+                    _log.warning(
+                        "the actor system's port %s:%d is taken (another servo's actor system?); "
+                        "starting it on a free port instead",
+                        LOOPBACK,
+                        port,
+                    )
+                    last_error = SupervisorError(f"port {port} is taken")
+                    continue
             capabilities = {**self.capabilities, "Admin Port": port, "Process Startup Method": "fork"}
             try:
                 with _quiet_forked_admin(), lifeline.forking(line):

@@ -4,9 +4,14 @@ The runtime feeds it the state of the processes it watches (the supervisor, Thes
 logger) and tells it about liveness pings (a ``GetStatus`` the supervisor answers at once in every
 state); ``verdict`` names what is wrong, or None while all is well:
 
-- a watched process is gone (or a zombie): at once;
-- a watched process has been stopped (SIGSTOP, state ``T``) for ``timeout`` seconds;
+- a watched process is gone (or a zombie): at once. The verdict names the process whose death
+  explains the others: a process watched as ``depends_on`` another cannot outlive it (Thespian's
+  admin ends when its logger dies, the supervisor when the admin dies), so when both are gone the
+  one depended on is named, with the others that went with it;
+- a watched process has been stopped (SIGSTOP, state ``T``) for ``timeout`` seconds, or, while
+  something waits on it (``hurry``: a cancel), for that wait's own ``patience``;
 - a ping has gone unanswered for ``timeout`` seconds (the supervisor is hung or unreachable).
+  The runtime counts any message from the supervisor as the answer (``answered``).
 
 Pings go out every ``interval`` seconds, one at a time. So a death is noticed at the next check,
 and a hang within ``interval + timeout`` seconds.
@@ -21,6 +26,10 @@ True
 (True, None, False)
 >>> dog.verdict(3.0, running.get)
 'the supervisor (pid 42) did not answer a liveness check within 3s'
+>>> dog.watch("Thespian admin", 41)
+>>> dog.watch("supervisor", 42, depends_on="Thespian admin")
+>>> dog.verdict(3.1, {}.get)
+'the Thespian admin (pid 41) died, and the supervisor (pid 42) with it'
 """
 
 from __future__ import annotations
@@ -34,24 +43,55 @@ STOPPED_STATES = ("T", "t")
 """/proc states of a process that is stopped by a signal or by a tracer."""
 
 
+@dataclass(frozen=True)
+class Hurry:
+    """Something waits on one watched process (``role``) since ``since``: stopped, it is lost after
+    ``patience`` seconds instead of the watchdog's ``timeout``; ``what`` names the wait in verdicts."""
+
+    role: str
+    since: float
+    patience: float
+    what: str
+
+
 @dataclass
 class Watchdog:
     interval: float
     timeout: float
     watched: dict[str, int] = field(default_factory=dict)
+    _depends_on: dict[str, str] = field(default_factory=dict)
     _stopped_since: dict[int, float] = field(default_factory=dict)
     _ping: tuple[str, float] | None = None
     _next_ping: float = 0.0
+    _hurry: Hurry | None = None
 
-    def watch(self, role: str, pid: int) -> None:
-        """Watch process ``pid``, named ``role`` in verdicts (e.g. ``the Thespian admin``)."""
+    def watch(self, role: str, pid: int, *, depends_on: str | None = None) -> None:
+        """Watch process ``pid``, named ``role`` in verdicts (e.g. ``the Thespian admin``).
+
+        ``depends_on``: the role of a watched process whose death ends this one too, so that when
+        both are gone, that one is named as what died.
+        """
         self.watched[role] = pid
+        if depends_on is not None:
+            self._depends_on[role] = depends_on
 
     def reset(self) -> None:
         """Forget everything (a new actor system is about to be watched)."""
         self.watched.clear()
+        self._depends_on.clear()
         self._stopped_since.clear()
         self._ping, self._next_ping = None, 0.0
+        self._hurry = None
+
+    def hurry(self, role: str, now: float, patience: float, what: str) -> None:
+        """From ``now``, ``what`` (e.g. ``a cancel``) waits on ``role``: should that process be or
+        become stopped, it is lost once stopped for ``patience`` seconds counted from the later of
+        ``now`` and the stop (if shorter than ``timeout``). Until ``calm``."""
+        self._hurry = Hurry(role, now, patience, what)
+
+    def calm(self) -> None:
+        """Nothing waits any longer (the cancel was answered): a stop has ``timeout`` again."""
+        self._hurry = None
 
     def ping_due(self, now: float) -> bool:
         return self._pinging() and now >= self._next_ping
@@ -84,9 +124,28 @@ class Watchdog:
             due = min(due, self._ping[1] + self.timeout)
         elif self._pinging():
             due = min(due, self._next_ping)
-        for since in self._stopped_since.values():
-            due = min(due, since + self.timeout)
+        for pid, since in self._stopped_since.items():
+            due = min(due, self._stop_deadline(pid, since))
         return max(now, due)
+
+    def _stop_deadline(self, pid: int, since: float) -> float:
+        """When a process stopped since ``since`` is lost: after ``timeout``, or sooner when
+        something waits on it (``hurry``)."""
+        deadline = since + self.timeout
+        hurry = self._hurry
+        if hurry is not None and self.watched.get(hurry.role) == pid:
+            deadline = min(deadline, max(since, hurry.since) + hurry.patience)
+        return deadline
+
+    def _death(self, dead: list[str]) -> str:
+        """Names the dead process that explains the others (see module docstring)."""
+        causes = [role for role in dead if self._depends_on.get(role) not in dead] or dead
+        cause = causes[0]
+        text = f"the {cause} (pid {self.watched[cause]}) died"
+        others = [f"the {role} (pid {self.watched[role]})" for role in dead if role != cause]
+        if others:
+            text += f", and {' and '.join(others)} with it"
+        return text
 
     def stopped(self, role: str) -> bool:
         """Whether ``role``'s process was stopped at the last verdict."""
@@ -95,14 +154,21 @@ class Watchdog:
 
     def verdict(self, now: float, stat_of: Callable[[int], ProcStat | None]) -> str | None:
         """What is wrong with the watched processes at ``now``, or None. ``stat_of`` reads /proc."""
+        stats = {role: stat_of(pid) for role, pid in self.watched.items()}
+        dead = [role for role, stat in stats.items() if stat is None or not stat.alive]
+        if dead:
+            return self._death(dead)
         for role, pid in self.watched.items():
-            stat = stat_of(pid)
-            if stat is None or not stat.alive:
-                return f"the {role} (pid {pid}) died"
+            stat = stats[role]
+            assert stat is not None  # not dead: read above
             if stat.state in STOPPED_STATES:
                 since = self._stopped_since.setdefault(pid, now)
-                if now - since >= self.timeout:
-                    return f"the {role} (pid {pid}) has been stopped for {now - since:.1f}s"
+                if now >= self._stop_deadline(pid, since):
+                    text = f"the {role} (pid {pid}) has been stopped for {now - since:.1f}s"
+                    hurry = self._hurry
+                    if hurry is not None and hurry.role == role and now - since < self.timeout:
+                        text += f" and did not take {hurry.what} within {hurry.patience:g}s"
+                    return text
             else:
                 self._stopped_since.pop(pid, None)
         if self._ping is not None and now - self._ping[1] >= self.timeout:

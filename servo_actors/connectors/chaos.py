@@ -29,8 +29,10 @@ that sleeps ``seconds`` in this process group, then carry on; its PID is annotat
 process's group and session: a child in a new session and a double-forked daemon whose parent
 exits at once; both carry ``marker`` in their argv, then carry on); ``raise_unprintable`` (an
 exception whose ``str()`` and ``repr()`` raise); ``huge_result`` (carry on, but put ``megabytes``
-MB of text in measure's annotations and check's message). A fault with ``only_if_file`` applies
-only while that file exists.
+MB of text in measure's annotations and check's message); ``many_points`` (carry on, but measure
+returns a series of ``points`` points per requested metric, every ``non_finite_every``-th of them
+NaN when that is set: a large result, as a Prometheus range query over weeks gives). A fault with
+``only_if_file`` applies only while that file exists.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ Action = Literal[
     "spawn_detached",
     "raise_unprintable",
     "huge_result",
+    "many_points",
 ]
 MEGABYTE = 1024 * 1024
 DETACHED_SLEEP = "import sys, time; time.sleep(float(sys.argv[1]))"
@@ -113,6 +116,8 @@ class Fault(BaseModel):
     reason: str = "chaos"
     exit_code: int = 1
     megabytes: int = Field(64, ge=0)
+    points: int = Field(100_000, ge=0)
+    non_finite_every: int = Field(0, ge=0)
     pid_file: str | None = None
     only_if_file: str | None = None
     marker: str = "chaos-detached"
@@ -163,6 +168,7 @@ class ChaosConnector(Connector):
         self._ballast: list[bytearray] = []
         self._children: list[subprocess.Popen[bytes]] = []
         self._padding = ""
+        self._points: tuple[int, int] | None = None
         self._components = {
             cname: {"settings": {k: dict(v) for k, v in (comp.get("settings") or {}).items()}}
             for cname, comp in self.config.components.items()
@@ -196,9 +202,7 @@ class ChaosConnector(Connector):
         measured = {
             name: {
                 "unit": self.config.metrics.get(name, {}).get("unit", ""),
-                "values": [
-                    {"id": self.name, "data": [[now, self.config.values.get(name, float(self._operations))]]}
-                ],
+                "values": [{"id": self.name, "data": self._series(now, name)}],
             }
             for name in metrics
         }
@@ -226,6 +230,18 @@ class ChaosConnector(Connector):
         self._fault("check")
         message = f"pid {os.getpid()}{self._padding}"
         return [{"name": f"{self.name} is alive", "success": True, "message": message}]
+
+    def _series(self, now: int, name: str) -> list[list[float]]:
+        value = self.config.values.get(name, float(self._operations))
+        if self._points is None:
+            return [[now, value]]
+        points, non_finite_every = self._points
+        start = now - points
+        data: list[list[float]] = [[start + n, value + n % 7] for n in range(points)]
+        if non_finite_every:
+            for point in data[non_finite_every - 1 :: non_finite_every]:
+                point[1] = float("nan")
+        return data
 
     # ----- observable state --------------------------------------------------------------------
 
@@ -327,3 +343,6 @@ class ChaosConnector(Connector):
 
     def _do_huge_result(self, fault: Fault) -> None:
         self._padding = "x" * (fault.megabytes * MEGABYTE)
+
+    def _do_many_points(self, fault: Fault) -> None:
+        self._points = (fault.points, fault.non_finite_every)

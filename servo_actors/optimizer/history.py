@@ -23,7 +23,13 @@ import threading
 from collections import deque
 from typing import Any
 
-from servo_actors.protocol.json_bounds import MAX_NESTING, first_non_finite, nested_deeper_than
+from servo_actors.protocol.json_bounds import (
+    MAX_NESTING,
+    NON_FINITE,
+    TOO_DEEP,
+    first_non_finite,
+    json_problem,
+)
 
 HISTORY_LIMIT = 10_000
 """Requests kept for ``/admin/state``; older ones are dropped (and counted)."""
@@ -40,7 +46,9 @@ def summarize_body(value: Any) -> tuple[dict[str, Any], int]:
     """``(summary, size)``: ``{"bytes", "sha256", "prefix"}`` of ``value`` as JSON, and the bytes
     it may keep; 0 when it must not be kept whole, and the summary's ``problem`` says why (nested
     past ``MAX_NESTING``; NaN or infinity, which would make ``/admin/state`` invalid JSON)."""
-    if nested_deeper_than(value, MAX_NESTING):
+    # One walk (a MEASUREMENT may hold a million points); where a NaN is, only if there is one.
+    found = json_problem(value, MAX_NESTING)
+    if found == TOO_DEEP:
         problem = f"nested deeper than {MAX_NESTING}"
         return {"bytes": None, "sha256": None, "prefix": None, "problem": problem}, 0
     encoded = json.dumps(value, separators=(",", ":"), default=repr).encode()
@@ -49,7 +57,7 @@ def summarize_body(value: Any) -> tuple[dict[str, Any], int]:
         "sha256": hashlib.sha256(encoded).hexdigest(),
         "prefix": encoded[:PREFIX_CHARS].decode("utf-8", errors="replace"),
     }
-    where = first_non_finite(value)
+    where = first_non_finite(value) if found == NON_FINITE else None
     if where is not None:
         summary["problem"] = f"{where} is not a finite number"
         return summary, 0

@@ -6,8 +6,15 @@ before anything walks them recursively; every body is encoded by ``encode_body``
 (``allow_nan=False``), so nothing that is not JSON can leave; measurement points that are not
 finite are dropped by ``finite_measurement`` before the result is built, and said so.
 
+A result may hold a million points, and every walk over it in Python costs a fraction of a second
+per hundred thousand: ``json_problem`` checks nesting and finiteness in one walk, and the slower
+functions that say *where* (``nested_deeper_than``, ``first_non_finite``) run only once it found
+something.
+
 >>> nested_deeper_than([[[1]]], 2)
 True
+>>> json_problem({"a": [1, {"b": float("inf")}]}), json_problem([[[1]]], 2), json_problem([1.5])
+('NON_FINITE', 'TOO_DEEP', None)
 >>> finite_measurement({"x": {"values": [{"data": [[1, 2.0], [2, float("nan")]]}]}}, {})[2]
 'dropped 1 value that is not a finite number (NaN or infinity): x 1'
 """
@@ -22,6 +29,55 @@ MAX_NESTING = 64
 """Deepest nesting of lists and objects read in a reply (a protocol message needs about 10)."""
 DROPPED_ANNOTATION = "servo_actors.dropped_values"
 """Annotation of a MEASUREMENT naming, per metric, how many non-finite values the servo dropped."""
+
+
+TOO_DEEP = "TOO_DEEP"
+NON_FINITE = "NON_FINITE"
+_CONTAINERS = (dict, list, tuple)
+
+
+def json_problem(value: Any, limit: int = MAX_NESTING) -> str | None:
+    """One walk over ``value``: ``TOO_DEEP`` if lists/dicts nest more than ``limit`` deep, else
+    ``NON_FINITE`` if a float is NaN or infinite, else None. Iterative: any depth is safe.
+
+    Scalars are looked at in place, and so are the items of a list inside a container (a point of
+    a series: ``[t, v]``): a series costs one step per point, not a trip through the stack.
+    """
+    non_finite = False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    isfinite = math.isfinite
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            if isinstance(item, float) and not isfinite(item):
+                non_finite = True
+            continue
+        if depth > limit:
+            return TOO_DEEP
+        for child in children:
+            kind = type(child)
+            if kind is float:
+                if not isfinite(child):
+                    non_finite = True
+            elif kind is int or kind is str or kind is bool or child is None:
+                continue
+            elif kind is list:
+                if depth >= limit:
+                    return TOO_DEEP
+                for grandchild in child:
+                    inner = type(grandchild)
+                    if inner is float:
+                        if not isfinite(grandchild):
+                            non_finite = True
+                    elif not (inner is int or inner is str or inner is bool or grandchild is None):
+                        stack.append((grandchild, depth + 2))
+            else:  # other containers, and subclasses of anything (a float subclass may be NaN too)
+                stack.append((child, depth + 1))
+    return NON_FINITE if non_finite else None
 
 
 def nested_deeper_than(value: Any, limit: int) -> bool:
@@ -81,11 +137,17 @@ def first_non_finite(value: Any) -> str | None:
 
 def encode_body(body: Any) -> bytes:
     """``body`` as strict JSON bytes. ValueError (not JSON: NaN, infinity, a non-JSON type, too deep)."""
-    if nested_deeper_than(body, MAX_NESTING):
+    problem = json_problem(body)
+    if problem == TOO_DEEP:
         raise ValueError(f"nested deeper than {MAX_NESTING} levels")
-    where = first_non_finite(body)
-    if where is not None:
-        raise ValueError(f"{where} is not a finite number (NaN or infinity)")
+    if problem == NON_FINITE:
+        raise ValueError(f"{first_non_finite(body)} is not a finite number (NaN or infinity)")
+    return encode_checked(body)
+
+
+def encode_checked(body: Any) -> bytes:
+    """``body``, already found free of NaN and of deep nesting (``json_problem``), as strict JSON
+    bytes. ValueError if it is not JSON all the same (a type JSON has not)."""
     try:
         return json.dumps(body, allow_nan=False, separators=(",", ":")).encode()
     except (TypeError, RecursionError) as exc:
@@ -97,6 +159,11 @@ def _finite(value: Any) -> bool:
 
 
 def _finite_point(point: Any) -> bool:
+    if type(point) is list or type(point) is tuple:  # the usual [t, v]: no generator per point
+        for part in point:
+            if isinstance(part, float) and not math.isfinite(part):
+                return False
+        return True
     return not isinstance(point, list | tuple) or all(_finite(part) for part in point)
 
 
@@ -154,9 +221,13 @@ def finite_measurement(metrics: Any, annotations: Any) -> tuple[Any, Any, str | 
 __all__ = [
     "DROPPED_ANNOTATION",
     "MAX_NESTING",
+    "NON_FINITE",
+    "TOO_DEEP",
     "decode_reply",
     "encode_body",
+    "encode_checked",
     "finite_measurement",
     "first_non_finite",
+    "json_problem",
     "nested_deeper_than",
 ]

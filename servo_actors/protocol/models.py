@@ -20,6 +20,10 @@ Rules that shape this module:
   envelope is closed: exactly ``event``, ``param`` and ``servo_uid``.
 - A wrong shape raises one ``ProtocolError`` whose ``field`` is the dotted path at fault, e.g.
   ``param.control.duration: not a duration: 'x'``. Nothing else escapes the parse functions.
+- A result may carry a million points: the builders walk what they are given once in Python
+  (``json_problem``: nesting and NaN), the points are validated by pydantic's core alone (no Python
+  validator per number), and what they return (a ``WireParam``) is sent by ``request_body``
+  without being walked again.
 """
 
 from __future__ import annotations
@@ -33,19 +37,23 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetPydanticSchema,
     PlainSerializer,
     StringConstraints,
     ValidationError,
     model_validator,
 )
+from pydantic_core import core_schema
 
 from servo_actors.config.models import Duration
 from servo_actors.errors import ProtocolError
 from servo_actors.protocol.json_bounds import (
     MAX_NESTING,
-    encode_body,
+    TOO_DEEP,
+    encode_checked,
     finite_measurement,
     first_non_finite,
+    json_problem,
     nested_deeper_than,
 )
 from servo_actors.protocol.statuses import MAX_MESSAGE_CHARS, WORD_PATTERN, normalise_failure
@@ -142,6 +150,18 @@ def _metric_names(value: Any) -> Any:
 
 Number = Annotated[int | float, BeforeValidator(_number)]
 """A JSON number; ints stay ints so values go back out as they came in."""
+PointNumber = Annotated[
+    int | float,
+    GetPydanticSchema(
+        lambda _type, _handler: core_schema.union_schema(
+            [core_schema.int_schema(strict=True), core_schema.float_schema(strict=True)],
+            custom_error_type="number_type",
+            custom_error_message="expected a number",
+        )
+    ),
+]
+"""``Number`` for the points of a time series, checked by pydantic's core alone: a Python validator
+called for each of a million numbers would take seconds. The same rules: no bools, no strings."""
 Scalar = Annotated[int | float | str, BeforeValidator(_scalar)]
 WireDuration = Annotated[Duration, BeforeValidator(_duration), PlainSerializer(_seconds_out)]
 """Seconds; reads ``30``, ``30.5``, ``"250ms"``, ``"1h30m"`` (null is 0); writes a number."""
@@ -237,7 +257,7 @@ class TimeSeries(WireModel):
     """One series of a metric: ``{"id": "...", "data": [[epoch_seconds, value], ...]}``."""
 
     id: str | None = None
-    data: list[tuple[Number, Number]]
+    data: list[tuple[PointNumber, PointNumber]]
 
 
 class Metric(WireModel):
@@ -428,11 +448,14 @@ def _protocol_error(exc: ValidationError, prefix: str | None) -> ProtocolError:
     return ProtocolError(message, field=path or None)
 
 
-def validate(model: type[_M], obj: Any, *, field: str | None = None) -> _M:
-    """``model`` from a JSON value, or one ``ProtocolError`` whose field path starts at ``field``."""
+def validate(model: type[_M], obj: Any, *, field: str | None = None, walked: bool = False) -> _M:
+    """``model`` from a JSON value, or one ``ProtocolError`` whose field path starts at ``field``.
+
+    ``walked``: the caller found ``obj`` nested no deeper than ``MAX_NESTING`` (``json_problem``).
+    """
     if not isinstance(obj, dict):
         raise ProtocolError(f"expected a JSON object, got {_show(obj)}", field=field)
-    if nested_deeper_than(obj, MAX_NESTING):
+    if not walked and nested_deeper_than(obj, MAX_NESTING):
         # Checked before pydantic walks it: validation recurses, and a hostile reply is deep.
         raise ProtocolError(f"nested deeper than {MAX_NESTING} levels", field=field)
     try:
@@ -495,14 +518,20 @@ def to_wire(model: BaseModel) -> dict[str, Any]:
 # --- writing: event params from plain dicts -----------------------------------------------------
 
 
-def _json_ready(built: BaseModel, what: str | None) -> dict[str, Any]:
-    # Extras are kept as given: a connector's set, bytes or NaN must fail here, by name, not on send.
+class WireParam(dict[str, Any]):
+    """An event's ``param`` made by the builders below: validated, free of NaN and of deep nesting,
+    and encodable. ``request_body`` sends it without walking it again."""
+
+
+def _json_ready(built: BaseModel, what: str | None) -> WireParam:
+    # Extras are kept as given: a connector's set or bytes must fail here, by name, not on send.
+    # NaN and deep nesting were refused before validation (_build); the dump adds neither.
     try:
         wire = to_wire(built)
-        encode_body(wire)
+        encode_checked(wire)
     except (ValueError, TypeError, RecursionError) as exc:
         raise ProtocolError(f"cannot be sent as JSON: {str(exc)[:200]}", field=what) from None
-    return wire
+    return WireParam(wire)
 
 
 def _refuse_non_finite(value: Any, what: str | None) -> None:
@@ -513,27 +542,60 @@ def _refuse_non_finite(value: Any, what: str | None) -> None:
         raise ProtocolError("is not a finite number (NaN or infinity): not JSON", field=path)
 
 
-def _build(model: type[BaseModel], fields: dict[str, Any], what: str) -> dict[str, Any]:
+PARAM_NESTING = MAX_NESTING - 1
+"""Deepest nesting of a ``param``: the envelope around it adds a level, and the whole body must
+stay within ``MAX_NESTING``."""
+
+
+def _refuse_problem(value: Any, problem: str | None, what: str | None, deep_field: str | None) -> None:
+    """ProtocolError for what ``json_problem`` found in ``value``: a NaN first (by where, under
+    ``what``), as before the walks were merged, then nesting past ``MAX_NESTING`` (``deep_field``)."""
+    if problem is None:
+        return
+    _refuse_non_finite(value, what)
+    if problem == TOO_DEEP:
+        raise ProtocolError(f"nested deeper than {MAX_NESTING} levels", field=deep_field)
+
+
+def _build(model: type[BaseModel], fields: dict[str, Any], what: str, *, walked: bool = False) -> WireParam:
+    """``fields`` as ``model``'s wire dict. ``walked``: the caller found them free of NaN and deep
+    nesting already (``json_problem``); else they are walked here, once."""
     # Drop unset optionals so the wire carries only what the caller gave.
     fields = {k: v for k, v in fields.items() if v is not None}
-    _refuse_non_finite(fields, what)
-    built = validate(model, fields, field=what)
+    if not walked:
+        _refuse_problem(fields, json_problem(fields, PARAM_NESTING), what, what)
+    built = validate(model, fields, field=what, walked=True)
     return _json_ready(built, what)
+
+
+def _checked_envelope(event: str, param: dict[str, Any] | None, servo_uid: str | None) -> dict[str, Any]:
+    """The envelope as a wire dict, free of NaN and of deep nesting; ``param`` is walked once, or
+    not at all when the builders made it (a ``WireParam``)."""
+    if isinstance(param, WireParam):
+        shell = validate(Envelope, {"event": event, "param": {}, "servo_uid": servo_uid})
+        wire = to_wire(shell)
+        wire["param"] = param
+        return wire
+    _refuse_problem(param, json_problem(param, PARAM_NESTING), "param", None)
+    built = validate(Envelope, {"event": event, "param": param, "servo_uid": servo_uid}, walked=True)
+    return to_wire(built)
 
 
 def envelope(event: str, param: dict[str, Any] | None, servo_uid: str | None) -> dict[str, Any]:
     """A request body: ``{"event", "param", "servo_uid"}``, ready for ``encode_body``."""
-    _refuse_non_finite(param, "param")
-    built = validate(Envelope, {"event": event, "param": param, "servo_uid": servo_uid})
-    return _json_ready(built, None)
+    wire = _checked_envelope(event, param, servo_uid)
+    try:
+        encode_checked(wire)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise ProtocolError(f"cannot be sent as JSON: {str(exc)[:200]}") from None
+    return wire
 
 
 def request_body(event: str, param: dict[str, Any] | None, servo_uid: str | None) -> bytes:
     """The bytes of a request: the envelope as strict JSON (no NaN). ProtocolError if it cannot be."""
-    _refuse_non_finite(param, "param")
-    built = validate(Envelope, {"event": event, "param": param, "servo_uid": servo_uid})
+    wire = _checked_envelope(event, param, servo_uid)
     try:
-        return encode_body(to_wire(built))
+        return encode_checked(wire)
     except (ValueError, TypeError, RecursionError) as exc:
         raise ProtocolError(f"cannot be sent as JSON: {str(exc)[:200]}", field="param") from None
 
@@ -563,16 +625,14 @@ def measurement_result(
     Values that are not finite numbers (NaN, infinity) cannot be JSON: they are dropped, and the
     result's ``message`` and the ``servo_actors.dropped_values`` annotation say how many.
     """
+    fields = {"status": "ok", "reason": "success", "cmd_uid": cmd_uid}
+    measured = {"metrics": metrics, "annotations": annotations or {}}
+    if json_problem(measured, PARAM_NESTING) is None:
+        # The usual case: nothing to drop, and this was the one walk over the points.
+        return _build(MeasurementResult, {**fields, **measured}, "param", walked=True)
     metrics, annotations, dropped = finite_measurement(metrics, annotations or {})
-    fields = {
-        "status": "ok",
-        "reason": "success",
-        "cmd_uid": cmd_uid,
-        "message": dropped,
-        "metrics": metrics,
-        "annotations": annotations or {},
-    }
-    return _build(MeasurementResult, fields, "param")
+    cleaned = {"message": dropped, "metrics": metrics, "annotations": annotations or {}}
+    return _build(MeasurementResult, {**fields, **cleaned}, "param")
 
 
 def adjustment_result(

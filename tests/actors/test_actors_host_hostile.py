@@ -153,9 +153,43 @@ def test_a_result_over_the_limit_fails_naming_connector_size_and_limit(start_run
     pid = kit.pids(runtime)["big"]
     part = _outcome(runtime, operation).parts["big"]
     assert (part.status, part.reason) == ("failed", "result-too-large"), part
-    assert f"connector 'big' returned a {operation} result of more than" in part.message, part.message
+    # Measured exactly (pickled) before anything else was done with it.
+    assert f"connector 'big' returned a {operation} result of " in part.message, part.message
+    assert int(part.message.split(" result of ")[1].split(" bytes")[0]) > 2 * MB
     assert f"limit of {limit} bytes (supervisor.max_result_bytes)" in part.message
     assert kit.pids(runtime)["big"] == pid
+
+
+def test_an_oversize_result_is_refused_before_it_is_walked(start_runtime, kit, test_plugins) -> None:
+    # Not plain data where the walk would look first, and over the limit: too large wins, since the
+    # size is measured before any other work (a walk over millions of points took longer than the
+    # operation's grace, and the part was answered timeout).
+    runtime = start_runtime(
+        _hostile(measure="huge_and_not_plain"), max_result_bytes=MB, operation_grace=GRACE
+    )
+    part = _outcome(runtime, "measure").parts["hostile"]
+    assert (part.status, part.reason) == ("failed", "result-too-large"), part
+    assert f"limit of {MB} bytes (supervisor.max_result_bytes)" in part.message, part.message
+
+
+def test_a_result_of_points_just_over_the_default_limit_is_refused_and_the_host_goes_on(
+    start_runtime, kit
+) -> None:
+    # 300,000 points pickle to about 5.4 MB, over the default 4 MiB.
+    runtime = start_runtime(
+        kit.chaos(
+            "big",
+            metrics={"x": {"unit": "n"}},
+            faults={"measure": {"action": "many_points", "points": 300_000}},
+        ),
+        operation_grace=GRACE,
+    )
+    pid = kit.pids(runtime)["big"]
+    part = _outcome(runtime, "measure", metrics=["x"]).parts["big"]
+    assert (part.status, part.reason) == ("failed", "result-too-large"), part
+    assert "limit of 4194304 bytes (supervisor.max_result_bytes)" in part.message, part.message
+    assert kit.pids(runtime)["big"] == pid
+    assert _outcome(runtime, "check").ok
 
 
 def test_the_limit_is_the_pickled_size_of_what_is_sent(start_runtime, kit) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from servo_actors.actors.processes import ProcStat
 from servo_actors.actors.watchdog import Watchdog
 
@@ -13,9 +16,10 @@ def stat(pid: int, state: str = "S") -> ProcStat:
 
 
 def watched(interval: float = 1.0, timeout: float = 3.0) -> Watchdog:
+    # As the runtime watches them: each dies with the one it depends on.
     dog = Watchdog(interval, timeout)
-    dog.watch("supervisor", SUPERVISOR)
-    dog.watch("Thespian admin", ADMIN)
+    dog.watch("supervisor", SUPERVISOR, depends_on="Thespian admin")
+    dog.watch("Thespian admin", ADMIN, depends_on="Thespian logger")
     dog.watch("Thespian logger", LOGGER)
     return dog
 
@@ -38,6 +42,23 @@ def test_all_well() -> None:
 def test_a_dead_or_zombie_process_is_lost_at_once() -> None:
     assert watched().verdict(0.0, table(logger="gone").get) == "the Thespian logger (pid 21) died"
     assert watched().verdict(0.0, table(admin="Z").get) == "the Thespian admin (pid 20) died"
+
+
+def test_the_process_whose_death_explains_the_others_is_named_with_what_went_with_it() -> None:
+    # A dead admin takes the supervisor with it; a dead logger takes the admin, and so the supervisor.
+    assert (
+        watched().verdict(0.0, table(admin="gone", supervisor="gone").get)
+        == "the Thespian admin (pid 20) died, and the supervisor (pid 30) with it"
+    )
+    assert (
+        watched().verdict(0.0, table(logger="gone", admin="Z", supervisor="gone").get)
+        == "the Thespian logger (pid 21) died, and the supervisor (pid 30) and the Thespian admin (pid 20) with it"
+    )
+    assert watched().verdict(0.0, table(supervisor="gone").get) == "the supervisor (pid 30) died"
+    # Two that depend on nothing dead (killed one by one): the first watched is named.
+    assert watched().verdict(0.0, table(supervisor="gone", logger="gone").get) == (
+        "the supervisor (pid 30) died, and the Thespian logger (pid 21) with it"
+    )
 
 
 def test_a_stopped_process_is_lost_after_the_timeout_and_forgiven_if_it_continues() -> None:
@@ -110,3 +131,57 @@ def test_no_ping_before_the_supervisor_is_known_and_reset_forgets_everything() -
     dog.reset()
     assert dog.watched == {} and dog.ping_id is None
     assert dog.verdict(100.0, {}.get) is None
+
+
+def test_a_cancel_waits_on_a_stopped_supervisor_for_its_own_deadline_not_the_timeout() -> None:
+    dog = watched(timeout=30.0)
+    assert dog.verdict(10.0, table(supervisor="T").get) is None  # stopped before the cancel
+    dog.hurry("supervisor", 12.0, 1.0, "a cancel")
+    assert dog.next_check(12.0) == 13.0
+    assert dog.verdict(12.9, table(supervisor="T").get) is None  # the cancel's deadline is its own
+    assert dog.verdict(13.0, table(supervisor="T").get) == (
+        "the supervisor (pid 30) has been stopped for 3.0s and did not take a cancel within 1s"
+    )
+
+
+def test_a_hurry_counts_from_the_stop_when_it_comes_later_and_ends_with_calm() -> None:
+    dog = watched(timeout=30.0)
+    dog.hurry("supervisor", 0.0, 1.0, "a cancel")
+    assert dog.verdict(5.0, table().get) is None  # running: nothing to hurry
+    assert dog.verdict(6.0, table(supervisor="T").get) is None  # stopped while the cancel waits
+    assert dog.verdict(7.0, table(supervisor="T").get) is not None
+    dog.calm()
+    assert dog.verdict(8.0, table(supervisor="T").get) is None  # answered: the timeout again
+    assert (
+        dog.verdict(36.0, table(supervisor="T").get) == "the supervisor (pid 30) has been stopped for 30.0s"
+    )
+
+
+def test_a_hurry_on_the_supervisor_leaves_the_others_their_timeout() -> None:
+    dog = watched(timeout=30.0)
+    dog.hurry("supervisor", 0.0, 1.0, "a cancel")
+    assert dog.verdict(0.0, table(admin="T").get) is None
+    assert dog.verdict(29.0, table(admin="T").get) is None
+    dog.reset()
+    assert dog.verdict(31.0, {}.get) is None and dog.next_check(31.0) == 32.0
+
+
+@given(
+    stopped_at=st.floats(0, 50),
+    hurried_at=st.floats(0, 50),
+    patience=st.floats(0.1, 10),
+    timeout=st.floats(0.1, 60),
+    step=st.floats(0.01, 2),
+)
+def test_a_stopped_supervisor_is_lost_at_the_first_look_past_the_earlier_of_its_deadlines(
+    stopped_at: float, hurried_at: float, patience: float, timeout: float, step: float
+) -> None:
+    dog = watched(interval=1.0, timeout=timeout)
+    dog.hurry("supervisor", hurried_at, patience, "a cancel")
+    deadline = min(stopped_at + timeout, max(stopped_at, hurried_at) + patience)
+    now = stopped_at
+    while (verdict := dog.verdict(now, table(supervisor="T").get)) is None:
+        assert now < deadline
+        assert dog.next_check(now) <= max(now, deadline)  # an idle wait wakes in time
+        now += step
+    assert deadline <= now < deadline + step + 1e-9, verdict

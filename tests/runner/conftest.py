@@ -279,10 +279,25 @@ def _named(answer: Any) -> dict[str, Any]:
     return {"status": answer}
 
 
+def own_processes(connector_pid: int) -> dict[str, int]:
+    """The servo's own actor-system processes, found from one of its connectors: the supervisor is
+    the connector's parent, the admin the supervisor's, the logger the admin's other child."""
+    stat = processes.proc_stat(connector_pid)
+    assert stat is not None, f"connector {connector_pid} is gone"
+    supervisor = stat.ppid
+    admin_stat = processes.proc_stat(supervisor)
+    assert admin_stat is not None, f"supervisor {supervisor} is gone"
+    admin = admin_stat.ppid
+    logger = [s.pid for s in processes.children_of(admin) if s.pid != supervisor and s.alive]
+    assert len(logger) == 1, logger
+    return {"supervisor": supervisor, "admin": admin, "logger": logger[0]}
+
+
 class RunnerKit:
     """Helpers handed out by the ``kit`` fixture (importlib mode: test modules do not import conftest)."""
 
     servo_config = staticmethod(servo_config)
+    own_processes = staticmethod(own_processes)
     check_trace = staticmethod(check_trace)
     wait_until = staticmethod(wait_until)
     marked_pids = staticmethod(marked_pids)

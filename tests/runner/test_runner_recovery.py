@@ -24,6 +24,8 @@ SLEEP_SECONDS = 6.0
 LIVENESS = {"interval": "200ms", "timeout": "1s"}
 """Short, so the tests are quick: a stop or a hang is noticed within 1.2 s."""
 ROLES = ("supervisor", "admin", "logger")
+NAMED = {"supervisor": "the supervisor", "admin": "the Thespian admin", "logger": "the Thespian logger"}
+"""How the result and the log name each process: the one the signal hit, never another."""
 
 PROBE = {
     "name": "probe",
@@ -41,16 +43,6 @@ def probe_pid(entry) -> int:
     return int(entry.result["annotations"]["probe.pid"])
 
 
-def own_processes(connector_pid: int) -> dict[str, int]:
-    """The servo's own actor-system processes, found from one of its connectors: the supervisor is
-    the connector's parent, the admin the supervisor's, the logger the admin's other child."""
-    supervisor = processes.proc_stat(connector_pid).ppid
-    admin = processes.proc_stat(supervisor).ppid
-    logger = [s.pid for s in processes.children_of(admin) if s.pid != supervisor and s.alive]
-    assert len(logger) == 1, logger
-    return {"supervisor": supervisor, "admin": admin, "logger": logger[0]}
-
-
 def start(servo, optimizer, kit, *, idle_sleep: float = 0.05, max_reboots: int = 5):
     driver = kit.QueueDriver(idle_sleep=idle_sleep)
     server = optimizer(driver)
@@ -60,10 +52,10 @@ def start(servo, optimizer, kit, *, idle_sleep: float = 0.05, max_reboots: int =
     return driver, server, servo(config)
 
 
-def first_probe(driver, proc) -> tuple[object, dict[str, int]]:
+def first_probe(driver, proc, kit) -> tuple[object, dict[str, int]]:
     entry = driver.push(measure(0))
     assert entry.finished.wait(FINISH_TIMEOUT), proc.log()
-    return entry, own_processes(probe_pid(entry))
+    return entry, kit.own_processes(probe_pid(entry))
 
 
 @pytest.mark.timeout(120)
@@ -73,18 +65,20 @@ def test_a_lost_process_during_measure_fails_the_command_then_fresh_connectors_a
     servo, optimizer, kit, role, signum
 ) -> None:
     driver, server, proc = start(servo, optimizer, kit)
-    first, own = first_probe(driver, proc)
+    first, own = first_probe(driver, proc, kit)
     running = driver.push(measure(30))
     kit.wait_until(lambda: running.progress_posts, FINISH_TIMEOUT, what="the measure running")
     os.kill(own[role], signum)
     assert running.finished.wait(FINISH_TIMEOUT), proc.log()
     assert running.result["status"] == "failed", running.result
     assert running.result["reason"] == "supervisor-lost", running.result
+    # The process the signal hit is named (a dead admin or logger takes the supervisor with it).
+    assert f"{NAMED[role]} (pid {own[role]})" in running.result["message"], running.result
     after = driver.push(measure(0))
     assert after.finished.wait(FINISH_TIMEOUT), proc.log()
     assert after.result["status"] == "ok", after.result
     assert probe_pid(after) != probe_pid(first), "the connectors were not started afresh"
-    fresh = own_processes(probe_pid(after))
+    fresh = kit.own_processes(probe_pid(after))
     assert not set(fresh.values()) & set(own.values()), (own, fresh)
     # What the signal hit is gone for good (a stopped process was killed too).
     assert not processes.is_running(own[role])
@@ -103,7 +97,7 @@ def test_a_lost_process_during_sleep_is_healed_before_the_sleep_ends(
     servo, optimizer, kit, role, signum
 ) -> None:
     driver, server, proc = start(servo, optimizer, kit, idle_sleep=SLEEP_SECONDS)
-    first, own = first_probe(driver, proc)
+    first, own = first_probe(driver, proc, kit)
     kit.wait_until(
         lambda: (server.state()["history"][-1].get("reply") or {}).get("cmd") == "SLEEP",
         FINISH_TIMEOUT,
@@ -113,6 +107,8 @@ def test_a_lost_process_during_sleep_is_healed_before_the_sleep_ends(
     os.kill(own[role], signum)
     kit.wait_until(lambda: "microreboot done" in proc.log(), FINISH_TIMEOUT, what="the microreboot")
     healed = time.monotonic() - slept_at
+    lost_line = next(line for line in proc.log().splitlines() if "the actor system was killed" in line)
+    assert f"{NAMED[role]} (pid {own[role]})" in lost_line, lost_line
     print(f"{role} {signal.Signals(signum).name} during SLEEP -> healed after {healed:.2f} s")
     # Healed within the SLEEP (no poll came in between), not when it ended.
     assert server.state()["history"][-1]["reply"]["cmd"] == "SLEEP"
@@ -129,12 +125,12 @@ def test_a_lost_process_during_sleep_is_healed_before_the_sleep_ends(
 @pytest.mark.timeout(120)
 def test_microreboots_past_their_intensity_end_the_run(servo, optimizer, kit) -> None:
     driver, server, proc = start(servo, optimizer, kit, max_reboots=1)
-    _, own = first_probe(driver, proc)
+    _, own = first_probe(driver, proc, kit)
     os.kill(own["supervisor"], signal.SIGKILL)
     kit.wait_until(lambda: "microreboot done" in proc.log(), FINISH_TIMEOUT, what="the first microreboot")
     again = driver.push(measure(0))
     assert again.finished.wait(FINISH_TIMEOUT), proc.log()
-    os.kill(own_processes(probe_pid(again))["supervisor"], signal.SIGKILL)
+    os.kill(kit.own_processes(probe_pid(again))["supervisor"], signal.SIGKILL)
     assert proc.wait() == 1, proc.log()
     history = server.state()["history"]
     assert history[-1]["event"] == "GOODBYE" and history[-1]["param"] == {"reason": "failure"}

@@ -164,6 +164,9 @@ BEHAVIOURS = {
     "weird_failure": lambda ctx: _raise(_weird_failure()),
     "huge_exit_code": lambda ctx: sys.exit(2**100),
     "progress_storm": lambda ctx: (_progress_storm(ctx), None)[1],
+    # Over any limit under 2 MB, and not plain data where a walk would look first: the size is
+    # what must be refused, before the result is walked.
+    "huge_and_not_plain": lambda ctx: {"metrics": {"m": complex(1, 2)}, "annotations": {"a": "x" * 2**21}},
 }
 
 
