@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 import yaml
+from marked_processes import MARKER_VAR, marked_pids
 
 from servo_actors.actors import lifeline, processes
 from servo_actors.optimizer.server import OptimizerServer
 
 pytestmark = pytest.mark.timeout(120)
-MARKER_VAR = "SERVO_ACTORS_TEST_MARK"
 GONE_BOUND = 10.0
 """Generous bound on 'every process is gone' (measured: a few ms); only a hang breaks it."""
 READY_BOUND = 30.0
@@ -52,23 +52,6 @@ class SleepDriver:
 
     def state(self) -> dict[str, Any]:
         return {}
-
-
-def marked_pids(marker: str) -> list[int]:
-    """Live processes whose environment carries ``marker`` (every process a servo started does)."""
-    needle = f"{MARKER_VAR}={marker}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read().split(b"\0")
-        except OSError:
-            continue
-        if needle in environ and processes.is_running(int(entry)):
-            found.append(int(entry))
-    return found
 
 
 def wait_for(predicate: Callable[[], Any], bound: float, what: str) -> Any:

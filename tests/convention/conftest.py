@@ -33,10 +33,10 @@ from typing import Any
 import netns
 import pytest
 import yaml
+from marked_processes import MARKER_VAR, marked_pids
 
 from servo_actors.actors import processes
 
-MARKER_VAR = "SERVO_ACTORS_TEST_MARK"
 LEAK_GRACE = 8.0
 """Seconds stopped processes get to disappear before they count as leaked."""
 EXIT_TIMEOUT = 20.0
@@ -44,25 +44,6 @@ EXIT_TIMEOUT = 20.0
 ANSWER_TIMEOUT = 60.0
 """Generous bound on one harness command: only a hang breaks it."""
 HARNESS = Path(__file__).parent / "leader_harness.py"
-
-
-def marked_pids(marker: str) -> list[int]:
-    """Live (not zombie) processes whose environment carries ``marker``."""
-    found = []
-    needle = f"{MARKER_VAR}={marker}".encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read()
-            with open(f"/proc/{entry}/stat") as handle:
-                state = handle.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if needle in environ.split(b"\0") and state != "Z":
-            found.append(int(entry))
-    return found
 
 
 def free_port(host: str) -> int:

@@ -23,13 +23,13 @@ from typing import Any
 import pytest
 import requests
 import yaml
+from marked_processes import MARKER_VAR, marked_pids
 from waiting import wait_until
 
 from servo_actors.actors import processes
 from servo_actors.optimizer.scripted import ScriptedDriver
 from servo_actors.optimizer.server import OptimizerServer
 
-MARKER_VAR = "SERVO_ACTORS_TEST_MARK"
 PLUGINS = Path(__file__).parent / "plugins"
 LEAK_GRACE = 5.0
 """Seconds a stopped servo's processes get to disappear before they count as leaked."""
@@ -38,24 +38,6 @@ EXIT_TIMEOUT = 20.0
 PROBE_TIMEOUT = 2.0
 """Seconds for one request to the servo's metrics server."""
 APP = "example.com/web"
-
-
-def marked_pids(marker: str) -> list[int]:
-    """Live (not zombie) processes whose environment carries ``marker``."""
-    found = []
-    needle = f"{MARKER_VAR}={marker}".encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read()
-            stat = processes.proc_stat(int(entry))
-        except OSError:
-            continue
-        if needle in environ.split(b"\0") and stat is not None and stat.state != "Z":
-            found.append(int(entry))
-    return found
 
 
 class ServoProcess:

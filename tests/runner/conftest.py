@@ -23,35 +23,16 @@ from typing import Any
 
 import pytest
 import yaml
+from marked_processes import MARKER_VAR, marked_pids
 from waiting import wait_until
 
 from servo_actors.actors import processes
 from servo_actors.optimizer.server import OptimizerServer
 
-MARKER_VAR = "SERVO_ACTORS_TEST_MARK"
 LEAK_GRACE = 5.0
 """Seconds a stopped servo's processes get to disappear before the test counts them as leaked."""
 EXIT_TIMEOUT = 20.0
 """Generous bound on a servo's exit after a signal: only a hang breaks it."""
-
-
-def marked_pids(marker: str) -> list[int]:
-    """Live (not zombie) processes whose environment carries ``marker``."""
-    found = []
-    needle = f"{MARKER_VAR}={marker}".encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read()
-            with open(f"/proc/{entry}/stat") as handle:
-                state = handle.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if needle in environ.split(b"\0") and state != "Z":
-            found.append(int(entry))
-    return found
 
 
 class ServoProcess:

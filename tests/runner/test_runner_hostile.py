@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from marked_processes import MARKER_VAR
 
 from servo_actors.config.models import ServoConfig
 from servo_actors.identity import CONFLICT_STREAK, IdentityGuard, check_identity, runtime_dir
@@ -27,7 +28,6 @@ from servo_actors.protocol.models import OptimizerStatus
 pytestmark = pytest.mark.timeout(120)
 
 APP = "example.com/web"
-MARKER_VAR = "SERVO_ACTORS_TEST_MARK"
 """The environment marker tests/runner/conftest.py looks for in leaked processes."""
 FINISH_TIMEOUT = 60.0
 """Generous bound on a round trip here: only a hang (or a 10-minute retry) breaks it."""

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from marked_processes import MARKER_VAR, marked_pids
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -47,7 +48,6 @@ BLOCK_TIMEOUT = 120.0
 POLLING_BOUND = 60.0
 """Generous bound until the servo of the command list has received a command."""
 IP_TIMEOUT = 10.0
-MARKER_VAR = "SERVO_ACTORS_TEST_MARK"
 LEAK_GRACE = 10.0
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -69,22 +69,6 @@ def test_every_shell_block_of_the_readme_is_run_here_or_says_why_not() -> None:
         first = text.strip().splitlines()[0]
         known = [SCRIPT, COMMAND_LIST, *NOT_RUN_HERE]
         assert any(first.startswith(start) for start in known), f"a README block nobody runs: {first!r}"
-
-
-def marked_pids(marker: str) -> list[int]:
-    found = []
-    needle = f"{MARKER_VAR}={marker}".encode()
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read()
-            with open(f"/proc/{entry}/stat") as handle:
-                state = handle.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if needle in environ.split(b"\0") and state != "Z":
-            found.append(int(entry))
-    return found
 
 
 class Namespace:

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from marked_processes import MARKER_VAR, marked_pids
 
 from servo_actors.optimizer.search import SearchDriver
 from servo_actors.optimizer.server import OptimizerServer
@@ -58,7 +59,6 @@ EXIT_BOUND = 40.0
 """Generous bound on a command's exit after the signal: only a hang breaks it."""
 LEAK_GRACE = 10.0
 """Seconds a stopped command's processes get to disappear before it counts as a leak."""
-MARKER_VAR = "SERVO_ACTORS_TEST_MARK"
 SIGTERM_CAUGHT = 1 << (signal.SIGTERM - 1)
 """The SIGTERM bit of SigCgt in /proc/PID/status."""
 
@@ -125,25 +125,6 @@ def handler_in_place(pid: int) -> bool:
     except OSError:
         pass
     return False
-
-
-def marked_pids(marker: str) -> list[int]:
-    """Live (not zombie) processes whose environment carries ``marker``."""
-    found = []
-    needle = f"{MARKER_VAR}={marker}".encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read()
-            with open(f"/proc/{entry}/stat") as handle:
-                state = handle.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if needle in environ.split(b"\0") and state != "Z":
-            found.append(int(entry))
-    return found
 
 
 class Commands:
