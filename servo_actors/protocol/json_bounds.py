@@ -82,19 +82,7 @@ def json_problem(value: Any, limit: int = MAX_NESTING) -> str | None:
 
 def nested_deeper_than(value: Any, limit: int) -> bool:
     """True if lists/dicts in ``value`` nest more than ``limit`` deep. Iterative: any depth is safe."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
+    return json_problem(value, limit) == TOO_DEEP
 
 
 def decode_reply(content: bytes | None, limit: int) -> Any:
