@@ -39,7 +39,6 @@ def progress() -> ProgressLog:
     return ProgressLog()
 
 
-
 @pytest.fixture(scope="module")
 def module_namespace(request: pytest.FixtureRequest, kube_cluster: LocalCluster) -> Iterator[str]:
     """One namespace for a whole module (for set-ups that are slow to reach, such as the first

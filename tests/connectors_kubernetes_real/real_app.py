@@ -64,7 +64,11 @@ def web_manifest(
     """Deployment ``web``: a main container the connector tunes and a sidecar it must leave alone,
     with labels, annotations and fields of its own that an adjustment must keep."""
     labels = {"app": "web", "tier": "backend"}
-    annotations = {SIMULATE_INTERVAL_ANNOTATION: "1s", "example.com/owner": "team-a", **(pod_annotations or {})}
+    annotations = {
+        SIMULATE_INTERVAL_ANNOTATION: "1s",
+        "example.com/owner": "team-a",
+        **(pod_annotations or {}),
+    }
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -114,7 +118,9 @@ class App:
             self.rollout_status()
         return self.deployment()
 
-    def connector(self, deployments: list[dict[str, Any]] | None = None, **config: Any) -> KubernetesConnector:
+    def connector(
+        self, deployments: list[dict[str, Any]] | None = None, **config: Any
+    ) -> KubernetesConnector:
         """A connector for this namespace, as the servo builds it (config through its model)."""
         full = {
             "kubeconfig": str(self.cluster.kubeconfig),
@@ -139,14 +145,20 @@ class App:
         return self.cluster.get(f"/apis/apps/v1/namespaces/{self.namespace}/deployments/{name}")
 
     def hpa(self, name: str = "web") -> dict[str, Any]:
-        return self.cluster.get(f"/apis/autoscaling/v2/namespaces/{self.namespace}/horizontalpodautoscalers/{name}")
+        return self.cluster.get(
+            f"/apis/autoscaling/v2/namespaces/{self.namespace}/horizontalpodautoscalers/{name}"
+        )
 
     def replicasets(self, name: str = "web") -> list[dict[str, Any]]:
         """The Deployment's ReplicaSets, oldest revision first."""
         uid = self.deployment(name)["metadata"]["uid"]
         items = self.cluster.get(f"/apis/apps/v1/namespaces/{self.namespace}/replicasets")["items"]
-        owned = [rs for rs in items if any(ref["uid"] == uid for ref in rs["metadata"].get("ownerReferences", []))]
-        return sorted(owned, key=lambda rs: int(rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"]))
+        owned = [
+            rs for rs in items if any(ref["uid"] == uid for ref in rs["metadata"].get("ownerReferences", []))
+        ]
+        return sorted(
+            owned, key=lambda rs: int(rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"])
+        )
 
     def pods(self, app: str = "web") -> list[dict[str, Any]]:
         answer = self.cluster.get(f"/api/v1/namespaces/{self.namespace}/pods?labelSelector=app%3D{app}")
@@ -189,5 +201,3 @@ def rolled_out(deployment: dict[str, Any]) -> bool:
         and status.get("readyReplicas", 0) == desired
         and status.get("availableReplicas", 0) == desired
     )
-
-

@@ -90,7 +90,9 @@ def test_values_the_api_server_refuses_leave_nothing_half_done(app: App, progres
     config = copy.deepcopy(app.connector().config.model_dump(mode="json")["deployments"][0])
     config["containers"][0]["cpu"]["set"] = ["request"]
     with pytest.raises(ConnectorFailure) as caught:
-        app.connector(deployments=[config]).adjust({"web": {"settings": {"cpu": {"value": 2}}}}, Control(), progress)
+        app.connector(deployments=[config]).adjust(
+            {"web": {"settings": {"cpu": {"value": 2}}}}, Control(), progress
+        )
     assert (caught.value.status, caught.value.reason) == ("failed", "invalid-setting")
     assert "422" in caught.value.message and "must be less than or equal to cpu limit" in caught.value.message
     after = app.deployment()
@@ -98,7 +100,9 @@ def test_values_the_api_server_refuses_leave_nothing_half_done(app: App, progres
     assert main_container(after)["resources"] == main_container(before)["resources"]
 
 
-def test_a_paused_deployment_is_refused_before_any_write_and_fails_its_check(app: App, progress: ProgressLog) -> None:
+def test_a_paused_deployment_is_refused_before_any_write_and_fails_its_check(
+    app: App, progress: ProgressLog
+) -> None:
     app.create(wait=False)
     app.cluster.kubectl("rollout", "pause", "deployment/web", "-n", app.namespace)
     paused = app.deployment()
