@@ -11,7 +11,9 @@ from servo_actors.connectors.kubernetes.diagnosis import (
     instability,
     newest_replicaset,
     pods_of,
+    progress_deadline_of_another,
     restart_counts,
+    unready_detail,
     without_condition,
 )
 from servo_actors.connectors.kubernetes.rollout import rollout_status
@@ -228,3 +230,24 @@ def test_a_container_running_again_after_a_crash_is_not_definite_yet() -> None:
                "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}}  # fmt: skip
     found = diagnose_pods([_pod("p", statuses=[running])])
     assert (found.reason, found.definite) == ("start-failed", False)
+
+
+def test_a_progress_deadline_naming_another_replicaset_is_the_old_rollouts() -> None:
+    """The real controller keeps ProgressDeadlineExceeded (naming the failed set) when the template
+    goes back to an existing ReplicaSet, until that set progresses (seen on the local cluster)."""
+    timed_out = _status(
+        updatedReplicas=0, replicas=1,
+        conditions=[{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
+                     "message": 'ReplicaSet "web-bad" has timed out progressing.'}],
+    )  # fmt: skip
+    assert progress_deadline_of_another(timed_out, {"metadata": {"name": "web-good"}})
+    assert not progress_deadline_of_another(timed_out, {"metadata": {"name": "web-bad"}})
+    assert not progress_deadline_of_another(timed_out, None)
+    unready = _pod(
+        "p",
+        conditions=[
+            {"type": "Ready", "status": "False", "message": "containers with unready status: [main]"}
+        ],
+    )
+    assert unready_detail([unready]) == "pod p is not ready: containers with unready status: [main]"
+    assert unready_detail([_pod("q", conditions=[{"type": "Ready", "status": "True"}])]) == ""

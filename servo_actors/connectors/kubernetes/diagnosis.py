@@ -194,6 +194,37 @@ def has_replica_failure(replicaset: dict[str, Any] | None) -> bool:
     return any(c.get("type") == "ReplicaFailure" and c.get("status") == "True" for c in conditions)
 
 
+def progress_deadline_of_another(deployment: dict[str, Any], replicaset: dict[str, Any] | None) -> bool:
+    """Whether the Deployment's ProgressDeadlineExceeded names a ReplicaSet other than ``replicaset``.
+
+    The real controller keeps that condition, message and all, when the template goes back to an
+    existing ReplicaSet (a rollback): it is replaced only once the new set makes progress. Until
+    then it is the failed rollout's verdict, not this one's (kubectl's rule would stop on it too).
+    """
+    if replicaset is None:
+        return False
+    name = replicaset.get("metadata", {}).get("name", "")
+    for condition in deployment.get("status", {}).get("conditions") or []:
+        if condition.get("type") == "Progressing" and condition.get("reason") == "ProgressDeadlineExceeded":
+            message = condition.get("message") or ""
+            return message.startswith("ReplicaSet ") and f'"{name}"' not in message
+    return False
+
+
+def unready_detail(pods: list[dict[str, Any]]) -> str:
+    """Why the first pod that is not Ready is not (its Ready condition), or ""."""
+    for pod in pods:
+        if pod.get("metadata", {}).get("deletionTimestamp"):
+            continue
+        for condition in (pod.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == "Ready" and condition.get("status") != "True":
+                why = condition.get("message") or condition.get("reason") or "not ready"
+                return f"pod {pod.get('metadata', {}).get('name', '?')} is not ready: {why}"
+        if not (pod.get("status") or {}).get("conditions"):
+            return f"pod {pod.get('metadata', {}).get('name', '?')} has no status yet"
+    return ""
+
+
 def without_condition(deployment: dict[str, Any], kind: str) -> dict[str, Any]:
     """``deployment`` with the status condition ``kind`` left out (a shallow copy)."""
     status = dict(deployment.get("status") or {})

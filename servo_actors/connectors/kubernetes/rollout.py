@@ -37,7 +37,9 @@ from servo_actors.connectors.kubernetes.diagnosis import (
     instability,
     newest_replicaset,
     pods_of,
+    progress_deadline_of_another,
     restart_counts,
+    unready_detail,
     without_condition,
 )
 from servo_actors.durations import format_duration
@@ -198,14 +200,32 @@ class RolloutWatcher:
             newest, _ = self.newest_pods(deployment)
             if not has_replica_failure(newest):  # e.g. the ReplicaSet just rolled back from
                 status = rollout_status(without_condition(deployment, "ReplicaFailure"))
+        if status.failure is not None and status.failure.condition == "Progressing":
+            newest, _ = self.newest_pods(deployment)
+            if progress_deadline_of_another(deployment, newest):  # a rollback to an existing set
+                status = rollout_status(without_condition(deployment, "Progressing"))
         return status
 
     def _judge(self, name: str, deployment: dict[str, Any], report: Report) -> RolloutStatus:
         status = self.status(deployment)
         report(status.fraction, status.message)
         if status.failure is not None:
-            raise RolloutFailed(name, self.diagnose(deployment) or status.failure)
+            raise RolloutFailed(
+                name, self.diagnose(deployment) or self._explained(deployment, status.failure)
+            )
         return status
+
+    def _explained(self, deployment: dict[str, Any], failure: Diagnosis) -> Diagnosis:
+        """``failure`` (a Deployment condition) with why a new pod is not ready, when one is not."""
+        try:
+            _, pods = self.newest_pods(deployment)
+        except KubeError:
+            return failure  # the condition is the news; the pods would only have added detail
+        detail = unready_detail(pods)
+        if not detail:
+            return failure
+        message = f"{failure.message.rstrip('.')} ({detail})"
+        return Diagnosis(failure.status, failure.reason, message, failure.definite, failure.condition)
 
     def _timed_out(
         self, name: str, timeout: float, status: RolloutStatus | None, trouble: KubeError | None
