@@ -5,6 +5,10 @@ so the servo talks to it over real HTTP exactly as it would to a remote one; the
 its synthetic connector in a supervised actor process. Each step is printed as the optimizer
 records it; at the end, the recommendation against the baseline.
 
+``run_demo`` optimizes the synthetic application by default; a ``DemoSetup`` gives it another plan
+and another servo (scripts/kube-demo: a Deployment on the local Kubernetes cluster), run by the
+same loop, with the same Abort presses and the same closing summary.
+
 ``abort_every=N`` presses Abort on every Nth MEASURE or ADJUST, to show crash-only recovery live:
 once the optimizer shows that command in flight, the demo asks it to cancel that command (by its
 ``cmd_uid``: a press that comes too late never lands on the next one), and prints the command the
@@ -115,21 +119,40 @@ def demo_config(optimizer_url: str, options: DemoOptions) -> ServoConfig:
     )
 
 
+@dataclass(frozen=True)
+class DemoSetup:
+    """What a demo optimizes: the optimizer's plan, and the servo's configuration given the
+    optimizer's URL (its ``optimizer.id`` must be the plan's ``app``)."""
+
+    plan: dict[str, Any]
+    config: Callable[[str], ServoConfig]
+
+
+def synthetic_setup(options: DemoOptions) -> DemoSetup:
+    """The default demo: the synthetic application (``demo_plan`` and ``demo_config``)."""
+    return DemoSetup(demo_plan(options), lambda url: demo_config(url, options))
+
+
 def run_demo(
     options: DemoOptions,
     echo: Callable[[str], None] = print,
     *,
     status: Callable[[str], None] | None = None,
+    setup: DemoSetup | None = None,
+    finished: Callable[[dict[str, Any]], None] | None = None,
 ) -> int:
     """Run the demo; the exit code: 0 when the plan finished with a recommendation, 1 when it did
-    not, 128 + the signal when SIGTERM/SIGINT stopped it."""
+    not, 128 + the signal when SIGTERM/SIGINT stopped it. ``finished`` is given the optimizer's
+    last record of the plan (``/admin/state``'s ``driver``: its steps and ``best``) when the plan
+    ran to its end, before the optimizer stops."""
+    setup = setup or synthetic_setup(options)
     with signals.watching() as watcher:
         if watcher.stop.is_set():  # during start-up: nothing is started only to be stopped
             echo(f"interrupted by {watcher.stop_signal}: nothing was started")
             return 128 + (watcher.stop_signum or 0)
         with tempfile.TemporaryDirectory(prefix="servo-actors-demo-") as tmp:
             plan_path = Path(tmp, "plan.yaml")
-            plan_path.write_text(yaml.safe_dump(demo_plan(options)))
+            plan_path.write_text(yaml.safe_dump(setup.plan))
             code: int | None = None  # None: a stop signal ended it
             with _optimizer_process(plan_path, Path(tmp, "state.json"), watcher) as url:
                 if url is not None:
@@ -137,11 +160,25 @@ def run_demo(
                         f"embedded optimizer: {url}  (console: {url}/  "
                         f"abort: servo-actors optimizer cancel --url {url})"
                     )
-                    code = _Demo(url, options, echo, status, watcher).run()
+                    demo = _Demo(url, setup.config(url), options, echo, status, watcher)
+                    code = demo.run()
+                    _give_back_stop(watcher)
+                    if demo.final is not None and finished is not None:
+                        finished(demo.final)
         if code is None:
             echo(f"interrupted by {watcher.stop_signal}: the servo and the embedded optimizer are stopped")
             return 128 + (watcher.stop_signum or 0)
         return code
+
+
+def _give_back_stop(watcher: signals.SignalWatcher) -> None:
+    """The demo ends its runner with the watcher's stop event (``Runner.request_stop``); unless a
+    signal set it, clear it, so a caller that goes on after the demo is not taken as stopped."""
+    if watcher.stop_signal is None:
+        watcher.stop.clear()
+        watcher.drain_wake()
+        if watcher.stop_signal is not None:  # a signal came between the look and the clear
+            watcher.stop.set()
 
 
 @dataclass
@@ -161,6 +198,7 @@ class _Demo:
     def __init__(
         self,
         url: str,
+        config: ServoConfig,
         options: DemoOptions,
         echo: Callable[[str], None],
         status: Callable[[str], None] | None,
@@ -176,8 +214,9 @@ class _Demo:
         self.printed_steps = 0
         self.printed_cancels = 0
         self.presses: dict[str, _Press] = {}
-        self.runner = Runner(demo_config(url, options), observer=self.observe, signals=watcher)
+        self.runner = Runner(config, observer=self.observe, signals=watcher)
         self.finished = threading.Event()
+        self.final: dict[str, Any] | None = None  # the optimizer's record once the plan ran
         self.began = time.monotonic()
 
     def run(self) -> int | None:
@@ -199,7 +238,7 @@ class _Demo:
             return code
         state = self.state()
         self.print_news(state)
-        final = state["driver"]
+        final = self.final = state["driver"]
         self.echo(
             f"finished in {time.monotonic() - self.began:.1f} s: {len(final['steps'])} steps, "
             f"phase {final['phase']}"

@@ -24,6 +24,13 @@ settings grid is 3 replicas of 0.5 cores and 1.5 GiB with the parallel collector
 grid points lie within 5 % of that cost: the best of 30 random samples is typically ~1.8 times
 as expensive, while a search that follows the surface gets there.
 
+With ``settings_command``, the connector models an application it does not run: it offers no
+settings, and each measurement first runs that command, whose stdout is a JSON object of the
+settings in force *there* (``{"cpu": 0.5, "memory": 1.5, "replicas": 3, "gc": "parallel"}``,
+missing ones taking their defaults); the metrics are the model's for those values. The Kubernetes
+demo (scripts/kube-demo) reads them back from the cluster this way, so what it measures follows
+what the cluster really holds, the replicas its HPA chose included.
+
 Example::
 
     >>> model = SyntheticModel()
@@ -34,8 +41,10 @@ Example::
 from __future__ import annotations
 
 import copy
+import json
 import math
 import random
+import subprocess
 import time
 from typing import Any
 
@@ -178,6 +187,10 @@ class SyntheticConfig(BaseModel):
     time_scale: float = Field(1.0, ge=0.0)
     rollout_seconds: Duration = 5.0
     progress_interval: Duration = Field(DEFAULT_PROGRESS_INTERVAL, gt=0.0)
+    # argv of a command printing the settings in force as a JSON object (see the module docstring);
+    # null: the connector owns its settings and adjusts them itself.
+    settings_command: list[str] | None = Field(None, min_length=1)
+    settings_command_timeout: Duration = Field(10.0, gt=0.0)
 
 
 class SyntheticConnector(Connector):
@@ -208,11 +221,17 @@ class SyntheticConnector(Connector):
 
     def describe(self) -> dict[str, Any]:
         return {
-            "components": self._components(),
+            "components": {} if self.config.settings_command else self._components(),
             "metrics": {m: {"unit": u} for m, u in METRIC_UNITS.items()},
         }
 
     def adjust(self, components: dict[str, Any], control: Control, progress: ProgressFn) -> dict[str, Any]:
+        if self.config.settings_command and components:
+            raise _rejected(
+                f"{self.name} reads its settings with settings_command and adjusts none "
+                f"(asked for {', '.join(sorted(components))})",
+                "unknown-component",
+            )
         requested = self._validated(components)
         rollout = (self.config.rollout_seconds + control.settlement) * self.config.time_scale
         changes = ", ".join(f"{setting}={value}" for setting, value in requested.items()) or "nothing"
@@ -243,15 +262,16 @@ class SyntheticConnector(Connector):
             interval=self.config.progress_interval,
             message=lambda elapsed: f"simulating {format_duration(window)} of traffic",
         )
+        values = self._values_in_force()
         points = max(1, math.ceil(control.duration))
         last = int(time.time())
         stamps = range(last - points + 1, last + 1)
-        replicas = int(self._values["replicas"])
+        replicas = max(1, int(values["replicas"]))
         series: dict[str, dict[str, list[list[float]]]] = {name: {} for name in metrics}
         for stamp in stamps:
             for replica in range(replicas):
                 # One draw per replica and second; only p99_latency is reported per replica.
-                sample = self.model.evaluate(self._values, self._rng)
+                sample = self.model.evaluate(values, self._rng)
                 for name in metrics:
                     if name == "p99_latency" or replica == 0:
                         series_id = self._series_id(replica if name == "p99_latency" else None)
@@ -266,6 +286,34 @@ class SyntheticConnector(Connector):
             },
             "annotations": {},
         }
+
+    def _values_in_force(self) -> dict[str, Any]:
+        """The settings the measurement models: our own, or what ``settings_command`` reads."""
+        command = self.config.settings_command
+        if not command:
+            return dict(self._values)
+        timeout = self.config.settings_command_timeout
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise _unreadable(f"settings_command did not finish within {format_duration(timeout)}") from None
+        except OSError as exc:
+            raise _unreadable(f"settings_command could not run: {exc}") from None
+        if done.returncode != 0:
+            said = done.stderr.strip().splitlines()[-1:] or ["no message"]
+            raise _unreadable(f"settings_command exited with code {done.returncode}: {said[0]}")
+        try:
+            read = json.loads(done.stdout)
+        except ValueError:
+            raise _unreadable(f"settings_command printed no JSON object: {done.stdout.strip()[:200]!r}") from None
+        if not isinstance(read, dict):
+            raise _unreadable(f"settings_command printed {type(read).__name__}, not a JSON object")
+        values = {**self._values, **read}
+        try:
+            self.model.evaluate(values)  # names a setting it cannot model
+        except ValueError as exc:
+            raise _unreadable(f"settings_command printed settings the model cannot take: {exc}") from None
+        return values
 
     def _series_id(self, replica: int | None) -> str:
         labels = f'component="{self.config.component}"'
@@ -324,6 +372,10 @@ def _checked_value(where: str, spec: dict[str, Any], value: Any) -> Any:
         )
     value = spec["min"] + round(steps) * spec["step"]
     return int(round(value)) if isinstance(spec["step"], int) else float(value)
+
+
+def _unreadable(message: str) -> ConnectorFailure:
+    return ConnectorFailure(message, status="failed", reason="settings-unreadable")
 
 
 def _rejected(message: str, reason: str = "invalid-value") -> ConnectorFailure:

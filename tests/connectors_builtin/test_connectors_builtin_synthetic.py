@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import random
 import statistics
+import sys
 import time
 
 import pytest
@@ -293,6 +295,42 @@ def test_measure_rejects_metrics_it_does_not_have(progress):
     with pytest.raises(ConnectorFailure, match="latency_p50") as failure:
         synthetic().measure(["latency_p50"], Control(duration=1), progress)
     assert failure.value.status == "rejected"
+
+
+def printing(text: str) -> list[str]:
+    """argv of a command that prints ``text`` (the settings another system holds)."""
+    return [sys.executable, "-c", f"print({text!r})"]
+
+
+def test_settings_command_is_what_measure_models_and_no_setting_is_offered(progress):
+    held = {"cpu": 0.5, "memory": 1.5, "replicas": 3, "gc": "parallel"}
+    app = synthetic(noise=0.0, settings_command=printing(json.dumps(held)))
+
+    assert app.describe()["components"] == {}
+    result = app.measure(["cost", "p99_latency"], Control(duration=2), progress)
+
+    expected = SyntheticModel().evaluate(held)
+    assert {v for _, v in result["metrics"]["cost"]["values"][0]["data"]} == {round(expected["cost"], 6)}
+    assert len(result["metrics"]["p99_latency"]["values"]) == 3  # one series per replica held
+    with pytest.raises(ConnectorFailure, match="adjusts none") as refused:
+        app.adjust({"web": {"settings": {"cpu": {"value": 1}}}}, Control(), progress)
+    assert refused.value.status == "rejected"
+
+
+@pytest.mark.parametrize(
+    ("command", "named"),
+    [
+        ([sys.executable, "-c", "import sys; sys.exit('no such deployment')"], "code 1: no such deployment"),
+        (printing("not json"), "no JSON object"),
+        (printing("[1]"), "list, not a JSON object"),
+        (printing('{"cpu": -1}'), "cpu must be a positive number"),
+        (["/nonexistent/reader"], "could not run"),
+    ],
+)
+def test_settings_command_that_fails_is_a_failed_measurement_naming_why(progress, command, named):
+    with pytest.raises(ConnectorFailure, match=named) as failure:
+        synthetic(settings_command=command).measure(["cost"], Control(duration=1), progress)
+    assert (failure.value.status, failure.value.reason) == ("failed", "settings-unreadable")
 
 
 def test_config_model():

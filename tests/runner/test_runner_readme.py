@@ -40,6 +40,8 @@ NOT_RUN_HERE = {
     "docker build": "needs an image registry and a Kubernetes cluster",
     "head -c 48 /dev/urandom": "two hosts (copies a key to another host)",
     "servo-actors agent --listen 10.0.0.7:1901": "two hosts (10.0.0.5 and 10.0.0.7)",
+    "scripts/kube-demo --abort-every 4": "needs the local cluster (marker kube): tests/kube_demo runs "
+    "the demo end to end",
     "scripts/kube-cluster up [--dir DIR]": "a synopsis (options in brackets); tests/kube_cluster runs "
     "each of its commands (marker kube: the cluster's binaries are built first)",
 }
