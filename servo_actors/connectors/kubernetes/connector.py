@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control, ProgressFn
-from servo_actors.connectors.kubernetes import measurement, tuning
+from servo_actors.connectors.kubernetes import measurement, tuning, tuning_checks
 from servo_actors.connectors.kubernetes.adjustment import Adjustment, ConflictError
 from servo_actors.connectors.kubernetes.checks import run_checks
 from servo_actors.connectors.kubernetes.client import (
@@ -187,7 +187,10 @@ class KubernetesConnector(Connector):
         except ConnectorFailure as exc:
             return [{"name": "kubeconfig", "success": False, "message": exc.message}]
         try:
-            return run_checks(client, self.config)
+            results = run_checks(client, self.config)
+            if results and results[0]["success"]:  # the API answers
+                results.extend(tuning_checks.extra_checks(client, self.config))
+            return results
         except KubeConfigError as exc:  # e.g. a credential plugin that fails
             return [{"name": "kubeconfig", "success": False, "message": str(exc)}]
         finally:
