@@ -23,6 +23,7 @@ from servo_actors.cli.agent_cmd import agent_cmd
 from servo_actors.cli.config_cmds import config_cmd, connectors_cmd, schema_cmd, validate_cmd
 from servo_actors.cli.context import CliState, SignalAwareGroup
 from servo_actors.cli.demo_cmd import demo_cmd
+from servo_actors.cli.kube_cmds import kube_cmd
 from servo_actors.cli.operations import adjust_cmd, check_cmd, describe_cmd, measure_cmd
 from servo_actors.cli.optimizer_cmds import optimizer
 from servo_actors.cli.run_cmd import run_cmd
@@ -139,6 +140,7 @@ cli.add_command(adjust_cmd)
 cli.add_command(run_cmd)
 cli.add_command(demo_cmd)
 cli.add_command(agent_cmd)
+cli.add_command(kube_cmd)
 
 
 def main() -> None:

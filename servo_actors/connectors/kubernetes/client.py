@@ -106,6 +106,10 @@ class KubeClient:
     def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._call("POST", path, body=body)
 
+    def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """DELETE (``body``: DeleteOptions, e.g. preconditions); the answer (a Status or the object)."""
+        return self._call("DELETE", path, body=body)
+
     def patch(self, path: str, body: dict[str, Any], patch_type: str = "strategic") -> dict[str, Any]:
         return self._call("PATCH", path, body=body, content_type=PATCH_TYPES[patch_type])
 
@@ -224,6 +228,18 @@ def replicasets_path(namespace: str) -> str:
 
 def pods_path(namespace: str) -> str:
     return f"/api/v1/namespaces/{_q(namespace)}/pods"
+
+
+def pod_path(namespace: str, name: str) -> str:
+    return f"{pods_path(namespace)}/{_q(name)}"
+
+
+def statefulsets_path(namespace: str) -> str:
+    return f"/apis/apps/v1/namespaces/{_q(namespace)}/statefulsets"
+
+
+def statefulset_path(namespace: str, name: str) -> str:
+    return f"{statefulsets_path(namespace)}/{_q(name)}"
 
 
 def events_path(namespace: str) -> str:

@@ -161,9 +161,13 @@ class HpaConfig(_Strict):
 
 
 class DeploymentConfig(_Strict):
-    """A Deployment to optimize; ``replicas`` is not offered while an HPA targets it."""
+    """A Deployment to optimize; ``replicas`` is not offered while an HPA targets it.
+
+    ``strategy: tuning`` leaves the Deployment untouched (its settings described, pinned) and
+    puts the trial settings on one extra pod beside it (see tuning.py)."""
 
     name: str
+    strategy: Literal["default", "tuning"] = "default"
     replicas: CountRange | None = None
     hpa: HpaConfig | None = None
     containers: list[ContainerConfig] = Field(min_length=1)
@@ -185,6 +189,26 @@ class DeploymentConfig(_Strict):
         return containers
 
 
+class StatefulSetConfig(_Strict):
+    """A StatefulSet to optimize: replicas and containers as for a Deployment (no HPA, no strategy)."""
+
+    name: str
+    replicas: CountRange | None = None
+    containers: list[ContainerConfig] = Field(min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _dns_name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"{value!r} is not a valid StatefulSet name (lower case, digits, '-' and '.')")
+        return value
+
+    @field_validator("containers")
+    @classmethod
+    def _unique_containers(cls, containers: list[ContainerConfig]) -> list[ContainerConfig]:
+        return DeploymentConfig._unique_containers(containers)
+
+
 class KubernetesConfig(_Strict):
     """The connector's ``config`` section."""
 
@@ -198,7 +222,8 @@ class KubernetesConfig(_Strict):
     on_failure: Literal["rollback", "shutdown", "ignore"] = "rollback"
     request_timeout: Duration = 10.0
     """The longest one API request may take (connect and each read)."""
-    deployments: list[DeploymentConfig] = Field(min_length=1)
+    deployments: list[DeploymentConfig] = Field(default_factory=list)
+    statefulsets: list[StatefulSetConfig] = Field(default_factory=list)
 
     @field_validator("namespace")
     @classmethod
@@ -216,22 +241,31 @@ class KubernetesConfig(_Strict):
 
     @model_validator(mode="after")
     def _unique_names(self) -> KubernetesConfig:
-        deployments = [d.name for d in self.deployments]
-        twice = sorted({n for n in deployments if deployments.count(n) > 1})
-        if twice:
-            raise ValueError(f"deployment(s) listed twice: {', '.join(twice)}")
+        if not self.deployments and not self.statefulsets:
+            raise ValueError("name at least 1 Deployment or StatefulSet (deployments, statefulsets)")
+        for kind, names in (
+            ("deployment", [d.name for d in self.deployments]),
+            ("statefulset", [s.name for s in self.statefulsets]),
+        ):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            if twice:
+                raise ValueError(f"{kind}(s) listed twice: {', '.join(twice)}")
         seen: dict[str, str] = {}
-        for deployment in self.deployments:
-            for container in deployment.containers:
-                name = component_name(deployment, container)
-                where = f"{deployment.name}/{container.name}"
-                if name in seen:
-                    raise ValueError(f"component name {name!r} is given to both {seen[name]} and {where}")
-                seen[name] = where
+        workloads: list[DeploymentConfig | StatefulSetConfig] = [*self.deployments, *self.statefulsets]
+        for workload in workloads:
+            for container in workload.containers:
+                names = [component_name(workload, container)]
+                if isinstance(workload, DeploymentConfig) and workload.strategy == "tuning":
+                    names.append(tuning_component_name(workload, container))
+                where = f"{workload.name}/{container.name}"
+                for name in names:
+                    if name in seen:
+                        raise ValueError(f"component name {name!r} is given to both {seen[name]} and {where}")
+                    seen[name] = where
         return self
 
 
-def component_name(deployment: DeploymentConfig, container: ContainerConfig) -> str:
+def component_name(deployment: DeploymentConfig | StatefulSetConfig, container: ContainerConfig) -> str:
     """The component a container is offered as: its alias, else the Deployment's name when it is
     the only configured container, else ``DEPLOYMENT/CONTAINER``."""
     if container.alias:
@@ -239,3 +273,14 @@ def component_name(deployment: DeploymentConfig, container: ContainerConfig) -> 
     if len(deployment.containers) == 1:
         return deployment.name
     return f"{deployment.name}/{container.name}"
+
+
+def tuning_component_name(deployment: DeploymentConfig, container: ContainerConfig) -> str:
+    """The component carrying a container's trial settings under ``strategy: tuning``: the
+    container's alias, else the Deployment's name, plus ``-tuning`` (``DEPLOYMENT-tuning/CONTAINER``
+    when several containers are configured and the container has no alias)."""
+    if container.alias:
+        return f"{container.alias}-tuning"
+    if len(deployment.containers) == 1:
+        return f"{deployment.name}-tuning"
+    return f"{deployment.name}-tuning/{container.name}"

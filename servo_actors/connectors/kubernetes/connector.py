@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control, ProgressFn
-from servo_actors.connectors.kubernetes import measurement
+from servo_actors.connectors.kubernetes import measurement, tuning, tuning_checks
 from servo_actors.connectors.kubernetes.adjustment import Adjustment, ConflictError
 from servo_actors.connectors.kubernetes.checks import run_checks
 from servo_actors.connectors.kubernetes.client import (
@@ -61,24 +61,40 @@ class KubernetesConnector(Connector):
 
     def describe(self) -> dict[str, Any]:
         with self._cluster("describe") as client:
-            components = describe_components(self.config, read_states(client, self.config))
+            components = self._describe_all(client)
             with_usage = measurement.metrics_api_available(client, self.config.namespace)
         names = [d.name for d in self.config.deployments]
-        return {"components": components, "metrics": measurement.metric_descriptors(names, with_usage)}
+        metrics = measurement.metric_descriptors(names, with_usage)
+        metrics.update(tuning.tuning_metric_descriptors(self.config))
+        return {"components": components, "metrics": metrics}
+
+    def _describe_all(self, client: KubeClient) -> dict[str, Any]:
+        """Every component: the Deployments' (pinned under ``strategy: tuning``) and the tuning pods'."""
+        components = describe_components(self.config, read_states(client, self.config))
+        tuning.pin_main_components(self.config, components)
+        components.update(tuning.describe_tuning(client, self.config))
+        return components
 
     def adjust(self, components: dict[str, Any], control: Control, progress: ProgressFn) -> dict[str, Any]:
         try:
+            components, trial = tuning.split_components(self.config, components)
             targets = requested_targets(self.config, components)
         except SettingError as exc:
             raise ConnectorFailure(str(exc), reason="invalid-setting") from None
         settlement = control.settlement or self.config.settlement
         with self._cluster("adjust") as client:
+            try:
+                tuning.check_pinned(client, self.config, trial)
+            except SettingError as exc:
+                raise ConnectorFailure(str(exc), reason="invalid-setting") from None
             adjustment = self._patch_all(client, targets)
             touched = adjustment.touched
             progress(PATCHED, f"patched {', '.join(touched)}" if touched else "nothing to change")
             if touched:
                 self._roll_out(client, adjustment, settlement, progress)
-            described = describe_components(self.config, read_states(client, self.config))
+            if trial.targets:
+                tuning.adjust_tuning(client, self.config, trial, settlement, _scaled(progress, PATCHED, 99.0))
+            described = self._describe_all(client)
         progress(100, "adjusted")
         return described
 
@@ -125,8 +141,9 @@ class KubernetesConnector(Connector):
         if not metrics:
             return {"metrics": {}, "annotations": {}}
         names = [d.name for d in self.config.deployments]
+        extra = tuning.TuningMeasure(self.config, metrics)
         wanted = {}
-        for metric in metrics:
+        for metric in extra.rest:
             split = measurement.split_metric(metric, names)
             if split is None:
                 raise ConnectorFailure(
@@ -137,6 +154,7 @@ class KubernetesConnector(Connector):
         restart_names = {d for d, kind in wanted.values() if kind == "restarts"}
         with self._cluster("measure") as client:
             restarts_before = {d: measurement.restarts(client, namespace, d) for d in restart_names}
+            extra.start(client)
         seconds = control.warmup + control.duration + control.delay
         wait_with_progress(
             seconds, progress, interval=PROGRESS_INTERVAL, end_percent=99,
@@ -145,6 +163,7 @@ class KubernetesConnector(Connector):
         measured: dict[str, Any] = {}
         annotations: dict[str, str] = {}
         with self._cluster("measure") as client:
+            measured.update(extra.finish(client))
             for metric, (deployment, kind) in wanted.items():
                 unit = {**measurement.BASE_METRICS, **measurement.USAGE_METRICS}[kind]
                 if kind == "ready_replicas":
@@ -168,7 +187,10 @@ class KubernetesConnector(Connector):
         except ConnectorFailure as exc:
             return [{"name": "kubeconfig", "success": False, "message": exc.message}]
         try:
-            return run_checks(client, self.config)
+            results = run_checks(client, self.config)
+            if results and results[0]["success"]:  # the API answers
+                results.extend(tuning_checks.extra_checks(client, self.config))
+            return results
         except KubeConfigError as exc:  # e.g. a credential plugin that fails
             return [{"name": "kubeconfig", "success": False, "message": str(exc)}]
         finally:

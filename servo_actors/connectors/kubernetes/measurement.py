@@ -19,6 +19,7 @@ from servo_actors.connectors.kubernetes.client import (
 )
 from servo_actors.connectors.kubernetes.units import parse_cpu, parse_memory
 
+NOT_TUNING = "servo-actors.io/role!=tuning"
 BASE_METRICS = {"ready_replicas": "replicas", "restarts": "count"}
 USAGE_METRICS = {"cpu_usage": "cores", "memory_usage": "GiB"}
 
@@ -48,7 +49,9 @@ def metrics_api_available(client: KubeClient, namespace: str) -> bool:
 def _selector(client: KubeClient, namespace: str, name: str) -> tuple[dict[str, Any], dict[str, str] | None]:
     deployment = client.get(deployment_path(namespace, name))
     selector = label_selector(deployment.get("spec", {}).get("selector") or {})
-    return deployment, ({"labelSelector": selector} if selector else None)
+    # A tuning pod (strategy: tuning) carries the template's labels: its own metrics report it.
+    selector = f"{selector},{NOT_TUNING}" if selector else NOT_TUNING
+    return deployment, {"labelSelector": selector}
 
 
 def restarts(client: KubeClient, namespace: str, name: str) -> int:

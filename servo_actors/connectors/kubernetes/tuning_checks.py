@@ -1,0 +1,111 @@
+"""``check`` for tuning pods and StatefulSets, and ``servo-actors kube cleanup``.
+
+- ``permissions (tuning pods, statefulsets)``: the verbs these need beyond the Deployment path
+  (create/delete pods; get/list/watch/patch statefulsets), asked only when the config uses them.
+- ``tuning pods``: the tuning pods in the namespace and whether a servo's Deployment owns each;
+  one no servo owns outlives the servo (it runs outside the cluster): the message names the
+  command that removes it.
+- ``cleanup``: deletes the tuning pods of the configured Deployments (found by the role label and
+  the annotation naming the Deployment), and waits until they are gone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servo_actors.connectors.kubernetes.checks import allowed
+from servo_actors.connectors.kubernetes.client import KubeClient, KubeError, pods_path
+from servo_actors.connectors.kubernetes.config import KubernetesConfig
+from servo_actors.connectors.kubernetes.tuning_adjust import TuningFailed, TuningPods
+from servo_actors.connectors.kubernetes.tuning_pod import TUNING_SELECTOR, tuning_of
+
+TUNING_ACCESS: tuple[tuple[str, str, tuple[str, ...]], ...] = (("", "pods", ("create", "delete")),)
+"""Beyond the Deployment path's verbs: what ``strategy: tuning`` needs (deploy/kubernetes grants it)."""
+STATEFULSET_ACCESS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("apps", "statefulsets", ("get", "list", "watch", "patch")),
+)
+"""What ``statefulsets:`` needs (deploy/kubernetes grants it)."""
+CLEANUP_COMMAND = "servo-actors kube cleanup"
+
+
+def _result(name: str, success: bool, message: str) -> dict[str, Any]:
+    return {"name": name, "success": success, "message": message}
+
+
+def extra_checks(client: KubeClient, config: KubernetesConfig) -> list[dict[str, Any]]:
+    """The results to add to ``check`` (none when the config uses neither feature)."""
+    wanted: list[tuple[str, str, tuple[str, ...]]] = []
+    uses_tuning = any(d.strategy == "tuning" for d in config.deployments)
+    if uses_tuning:
+        wanted.extend(TUNING_ACCESS)
+    if config.statefulsets:
+        wanted.extend(STATEFULSET_ACCESS)
+    if not wanted:
+        return []
+    results = [_check_access(client, config.namespace, tuple(wanted))]
+    if uses_tuning:
+        results.append(_check_tuning_pods(client, config))
+    return results
+
+
+def _check_access(
+    client: KubeClient, namespace: str, wanted: tuple[tuple[str, str, tuple[str, ...]], ...]
+) -> dict[str, Any]:
+    name = "permissions (tuning pods, statefulsets)"
+    try:
+        denied = [
+            f"{verb} {resource}{'.' + group if group else ''}"
+            for group, resource, verbs in wanted
+            for verb in verbs
+            if not allowed(client, namespace, group, resource, verb)
+        ]
+    except KubeError as exc:
+        return _result(name, False, f"cannot ask for a SelfSubjectAccessReview: {exc}")
+    if denied:
+        return _result(
+            name, False,
+            f"not allowed in namespace {namespace!r}: {', '.join(denied)} (grant them with the Role in deploy/kubernetes)",
+        )  # fmt: skip
+    shown = ", ".join(f"{'/'.join(verbs)} {resource}" for _, resource, verbs in wanted)
+    return _result(name, True, f"allowed in namespace {namespace!r}: {shown}")
+
+
+def tuning_pods(client: KubeClient, config: KubernetesConfig) -> list[dict[str, Any]]:
+    """The tuning pods of the configured Deployments in the namespace."""
+    names = {d.name for d in config.deployments}
+    listed = client.get(pods_path(config.namespace), {"labelSelector": TUNING_SELECTOR}).get("items") or []
+    return [pod for pod in listed if tuning_of(pod) in names]
+
+
+def _check_tuning_pods(client: KubeClient, config: KubernetesConfig) -> dict[str, Any]:
+    name = "tuning pods"
+    try:
+        found = tuning_pods(client, config)
+    except KubeError as exc:
+        return _result(name, False, str(exc))
+    if not found:
+        return _result(name, True, "none running")
+    unowned = [p["metadata"]["name"] for p in found if not p["metadata"].get("ownerReferences")]
+    shown = ", ".join(p["metadata"]["name"] for p in found)
+    if unowned:
+        return _result(
+            name, True,
+            f"{shown} running; no servo owns {', '.join(unowned)}, so it stays after the servo stops: "
+            f"remove it with `{CLEANUP_COMMAND}`",
+        )  # fmt: skip
+    return _result(name, True, f"{shown} running, owned by the servo's Deployment")
+
+
+def cleanup(client: KubeClient, config: KubernetesConfig, timeout: float, dry_run: bool = False) -> list[str]:
+    """Delete the tuning pods of the configured Deployments and wait until they are gone (each
+    within ``timeout``); the names of the pods deleted (or, with ``dry_run``, that would be)."""
+    found = [p["metadata"]["name"] for p in tuning_pods(client, config)]
+    if dry_run:
+        return found
+    pods = TuningPods(client, config.namespace)
+    for name in found:
+        try:
+            pods.remove(name, timeout, lambda fraction, message: None)
+        except TuningFailed as exc:
+            raise KubeError(str(exc)) from None
+    return found
