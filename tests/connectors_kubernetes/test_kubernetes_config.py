@@ -86,6 +86,7 @@ def test_component_names_must_be_unique_across_deployments() -> None:
         ({"on_failure": "destroy"}, "rollback"),
         ({"deployments": []}, "at least 1"),
         ({"unknown": 1}, "Extra inputs"),
+        ({"statefulsets": [{"name": "db", "containers": [{"name": "main"}]}]}, "StatefulSets are not supported yet"),
     ],
 )
 def test_bad_top_level_values(changes, problem) -> None:

@@ -111,6 +111,10 @@ def test_a_paused_deployment_is_refused_before_any_write_and_fails_its_check(
         connector.adjust({"web": {"settings": {"cpu": {"value": 2}}}}, Control(), progress)
     assert (caught.value.status, caught.value.reason) == ("failed", "deployment-paused")
     assert "kubectl rollout resume deployment/web" in caught.value.message
-    assert app.deployment()["metadata"]["resourceVersion"] == paused["metadata"]["resourceVersion"]
+    # Not resourceVersion: the Deployment controller still writes the new object's status.
+    after = app.deployment()
+    assert after["metadata"]["generation"] == paused["metadata"]["generation"]
+    assert after["spec"] == paused["spec"]
+    assert after["metadata"].get("annotations") == paused["metadata"].get("annotations")
     check = {r["name"]: r for r in connector.check()}["deployment web"]
     assert not check["success"] and "paused" in check["message"]

@@ -21,7 +21,6 @@ CONTRACT_RULES = {
     ("apps", "deployments"): {"get", "list", "watch", "patch"},
     ("apps", "replicasets"): {"get", "list", "watch"},
     ("", "pods"): {"get", "list", "watch", "create", "delete"},  # create/delete: strategy: tuning
-    ("apps", "statefulsets"): {"get", "list", "watch", "patch"},
     ("autoscaling", "horizontalpodautoscalers"): {"get", "list", "watch", "patch"},
     ("", "events"): {"list", "watch"},
     ("metrics.k8s.io", "pods"): {"get", "list"},

@@ -168,7 +168,7 @@ def test_check_and_kube_cleanup_for_a_pod_no_servo_owns(
 ) -> None:
     adjust(connector(kube_cluster, ns), trial(cpu=0.5))
     checks = {c["name"]: c for c in connector(kube_cluster, ns).check()}
-    assert checks["permissions (tuning pods, statefulsets)"]["success"], checks
+    assert checks["permissions (tuning pods)"]["success"], checks
     assert "servo-actors kube cleanup" in checks["tuning pods"]["message"]
     config = tmp_path / "servo.yaml"
     servo = {"connectors": [{"name": "k8s", "type": "kubernetes", "config": tuning_config(kube_cluster, ns)}]}

@@ -234,13 +234,6 @@ def pod_path(namespace: str, name: str) -> str:
     return f"{pods_path(namespace)}/{_q(name)}"
 
 
-def statefulsets_path(namespace: str) -> str:
-    return f"/apis/apps/v1/namespaces/{_q(namespace)}/statefulsets"
-
-
-def statefulset_path(namespace: str, name: str) -> str:
-    return f"{statefulsets_path(namespace)}/{_q(name)}"
-
 
 def events_path(namespace: str) -> str:
     return f"/api/v1/namespaces/{_q(namespace)}/events"

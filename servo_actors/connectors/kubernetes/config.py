@@ -8,7 +8,7 @@ back as quantities, so ``servo-actors config`` output loads again unchanged.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -189,26 +189,6 @@ class DeploymentConfig(_Strict):
         return containers
 
 
-class StatefulSetConfig(_Strict):
-    """A StatefulSet to optimize: replicas and containers as for a Deployment (no HPA, no strategy)."""
-
-    name: str
-    replicas: CountRange | None = None
-    containers: list[ContainerConfig] = Field(min_length=1)
-
-    @field_validator("name")
-    @classmethod
-    def _dns_name(cls, value: str) -> str:
-        if not _NAME.match(value):
-            raise ValueError(f"{value!r} is not a valid StatefulSet name (lower case, digits, '-' and '.')")
-        return value
-
-    @field_validator("containers")
-    @classmethod
-    def _unique_containers(cls, containers: list[ContainerConfig]) -> list[ContainerConfig]:
-        return DeploymentConfig._unique_containers(containers)
-
-
 class KubernetesConfig(_Strict):
     """The connector's ``config`` section."""
 
@@ -222,8 +202,7 @@ class KubernetesConfig(_Strict):
     on_failure: Literal["rollback", "shutdown", "ignore"] = "rollback"
     request_timeout: Duration = 10.0
     """The longest one API request may take (connect and each read)."""
-    deployments: list[DeploymentConfig] = Field(default_factory=list)
-    statefulsets: list[StatefulSetConfig] = Field(default_factory=list)
+    deployments: list[DeploymentConfig] = Field(min_length=1)
 
     @field_validator("namespace")
     @classmethod
@@ -239,23 +218,27 @@ class KubernetesConfig(_Strict):
             raise ValueError("must be more than 0")
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_statefulsets(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "statefulsets" in data:
+            raise ValueError(
+                "statefulsets: StatefulSets are not supported yet, only Deployments "
+                "(README, Limits: the kubernetes connector)"
+            )
+        return data
+
     @model_validator(mode="after")
     def _unique_names(self) -> KubernetesConfig:
-        if not self.deployments and not self.statefulsets:
-            raise ValueError("name at least 1 Deployment or StatefulSet (deployments, statefulsets)")
-        for kind, names in (
-            ("deployment", [d.name for d in self.deployments]),
-            ("statefulset", [s.name for s in self.statefulsets]),
-        ):
-            twice = sorted({n for n in names if names.count(n) > 1})
-            if twice:
-                raise ValueError(f"{kind}(s) listed twice: {', '.join(twice)}")
+        names = [d.name for d in self.deployments]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"deployment(s) listed twice: {', '.join(twice)}")
         seen: dict[str, str] = {}
-        workloads: list[DeploymentConfig | StatefulSetConfig] = [*self.deployments, *self.statefulsets]
-        for workload in workloads:
+        for workload in self.deployments:
             for container in workload.containers:
                 names = [component_name(workload, container)]
-                if isinstance(workload, DeploymentConfig) and workload.strategy == "tuning":
+                if workload.strategy == "tuning":
                     names.append(tuning_component_name(workload, container))
                 where = f"{workload.name}/{container.name}"
                 for name in names:
@@ -265,7 +248,7 @@ class KubernetesConfig(_Strict):
         return self
 
 
-def component_name(deployment: DeploymentConfig | StatefulSetConfig, container: ContainerConfig) -> str:
+def component_name(deployment: DeploymentConfig, container: ContainerConfig) -> str:
     """The component a container is offered as: its alias, else the Deployment's name when it is
     the only configured container, else ``DEPLOYMENT/CONTAINER``."""
     if container.alias:

@@ -67,11 +67,11 @@ def _tuning_config(config: KubernetesConfig) -> KubernetesConfig:
         deployments.append(
             deployment.model_copy(update={"containers": containers, "replicas": None, "hpa": None})
         )
-    return config.model_copy(update={"deployments": deployments, "statefulsets": []})
+    return config.model_copy(update={"deployments": deployments})
 
 
 def _main_config(config: KubernetesConfig) -> KubernetesConfig:
-    return config.model_copy(update={"deployments": tuning_deployments(config), "statefulsets": []})
+    return config.model_copy(update={"deployments": tuning_deployments(config)})
 
 
 # -- describe -----------------------------------------------------------------------------------

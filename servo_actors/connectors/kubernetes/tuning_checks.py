@@ -1,7 +1,7 @@
-"""``check`` for tuning pods and StatefulSets, and ``servo-actors kube cleanup``.
+"""``check`` for tuning pods, and ``servo-actors kube cleanup``.
 
-- ``permissions (tuning pods, statefulsets)``: the verbs these need beyond the Deployment path
-  (create/delete pods; get/list/watch/patch statefulsets), asked only when the config uses them.
+- ``permissions (tuning pods)``: the verbs a tuning pod needs beyond the Deployment path
+  (create/delete pods), asked only when the config uses the strategy.
 - ``tuning pods``: the tuning pods in the namespace and whether a servo's Deployment owns each;
   one no servo owns outlives the servo (it runs outside the cluster): the message names the
   command that removes it.
@@ -21,10 +21,6 @@ from servo_actors.connectors.kubernetes.tuning_pod import TUNING_SELECTOR, tunin
 
 TUNING_ACCESS: tuple[tuple[str, str, tuple[str, ...]], ...] = (("", "pods", ("create", "delete")),)
 """Beyond the Deployment path's verbs: what ``strategy: tuning`` needs (deploy/kubernetes grants it)."""
-STATEFULSET_ACCESS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("apps", "statefulsets", ("get", "list", "watch", "patch")),
-)
-"""What ``statefulsets:`` needs (deploy/kubernetes grants it)."""
 CLEANUP_COMMAND = "servo-actors kube cleanup"
 
 
@@ -38,8 +34,6 @@ def extra_checks(client: KubeClient, config: KubernetesConfig) -> list[dict[str,
     uses_tuning = any(d.strategy == "tuning" for d in config.deployments)
     if uses_tuning:
         wanted.extend(TUNING_ACCESS)
-    if config.statefulsets:
-        wanted.extend(STATEFULSET_ACCESS)
     if not wanted:
         return []
     results = [_check_access(client, config.namespace, tuple(wanted))]
@@ -51,7 +45,7 @@ def extra_checks(client: KubeClient, config: KubernetesConfig) -> list[dict[str,
 def _check_access(
     client: KubeClient, namespace: str, wanted: tuple[tuple[str, str, tuple[str, ...]], ...]
 ) -> dict[str, Any]:
-    name = "permissions (tuning pods, statefulsets)"
+    name = "permissions (tuning pods)"
     try:
         denied = [
             f"{verb} {resource}{'.' + group if group else ''}"
