@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from kube_local import LocalCluster
-from real_app import CONNECTOR_WEB, MAIN, App, ProgressLog, rolled_out, settings, web_manifest
+from real_app import CONNECTOR_WEB, MAIN, App, ProgressLog, main_container, rolled_out, settings, web_manifest
 from waiting import wait_until
 
 from servo_actors.connectors.base import ConnectorFailure, Control
@@ -127,6 +127,14 @@ def test_hpa_settings_change_the_hpa_and_the_real_hpa_rescales(hpa_app: App) -> 
     assert "replicas is not offered" in caught.value.message
     assert app.deployment()["metadata"]["resourceVersion"] == version
 
+    # A template change of the HPA-controlled Deployment rolls out at the HPA's count (its patch
+    # carries no replicas: see the audit test below).
+    result = connector.adjust({"web": {"settings": {"cpu": {"value": 1}}}}, Control(), ProgressLog())
+    assert settings(result)["cpu"] == 1
+    after = app.deployment()
+    assert after["spec"]["replicas"] == 2 and rolled_out(after), after["status"]
+    assert main_container(after)["resources"]["requests"]["cpu"] == "1"
+
 
 def test_the_connector_never_writes_replicas_of_the_hpa_controlled_deployment(hpa_app: App) -> None:
     """Read from the audit log (whole request bodies of Deployment, scale and HPA writes): the
@@ -140,7 +148,7 @@ def test_the_connector_never_writes_replicas_of_the_hpa_controlled_deployment(hp
         assert ref.get("subresource") != "scale", event
         if ref["resource"] == "deployments":
             assert "replicas" not in ((event.get("requestObject") or {}).get("spec") or {}), event
-    assert {e["objectRef"]["resource"] for e in ours} == {"horizontalpodautoscalers"}
+    assert {e["objectRef"]["resource"] for e in ours} == {"horizontalpodautoscalers", "deployments"}
     scales = [e for e in events if e["objectRef"].get("subresource") == "scale"]
     assert scales and all(
         "horizontal-pod-autoscaler" in (e.get("user") or {}).get("username", "") for e in scales
