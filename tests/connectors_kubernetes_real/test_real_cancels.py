@@ -58,13 +58,17 @@ def test_cancels_at_random_moments_of_an_hpa_optimization(kube_cluster, kube_nam
     rng = random.Random(SEED)
     create_app(kube_cluster, kube_namespace)
     optimizer = CommandQueue.serve()
-    config = servo_config(optimizer.server, connector(kube_cluster, kube_namespace), progress_interval=PROGRESS_INTERVAL)
+    config = servo_config(
+        optimizer.server, connector(kube_cluster, kube_namespace), progress_interval=PROGRESS_INTERVAL
+    )
     servo = ServoRun.start(tmp_path / "servo", config)
     try:
         first = optimizer.run({"cmd": "DESCRIBE", "param": {}})
         assert first.status == "ok", f"{first.result}\n{servo.log()}"
 
-        storm = run_cancel_storm(kube_cluster, kube_namespace, optimizer, servo, rng, SEED, CANCELS, MAX_TRIALS)
+        storm = run_cancel_storm(
+            kube_cluster, kube_namespace, optimizer, servo, rng, SEED, CANCELS, MAX_TRIALS
+        )
         print(storm.summary())
         assert len(storm.answered_to("progress")) >= CANCELS, storm.summary()
         phases = storm.phases()
@@ -82,11 +86,17 @@ def test_cancels_at_random_moments_of_an_hpa_optimization(kube_cluster, kube_nam
             replicas = kube_cluster.get(deployment_path(kube_namespace))["spec"]["replicas"]
             return last["min_replicas"] <= replicas <= last["max_replicas"]
 
-        wait_until(replicas_within_bounds, REPLICAS_TIMEOUT, interval=0.5,
-                   what=f"Deployment {NAME}'s replicas within the HPA's {last['min_replicas']}-{last['max_replicas']}")
+        wait_until(
+            replicas_within_bounds,
+            REPLICAS_TIMEOUT,
+            interval=0.5,
+            what=f"Deployment {NAME}'s replicas within the HPA's {last['min_replicas']}-{last['max_replicas']}",
+        )
         hpa = kube_cluster.get(hpa_path(kube_namespace))
         replicas = kube_cluster.get(deployment_path(kube_namespace))["spec"]["replicas"]
-        print(f"the end: {holds}; replicas {replicas} (HPA {hpa['spec']['minReplicas']}-{hpa['spec']['maxReplicas']})")
+        print(
+            f"the end: {holds}; replicas {replicas} (HPA {hpa['spec']['minReplicas']}-{hpa['spec']['maxReplicas']})"
+        )
         assert servo.alive(), servo.log()
     finally:
         code = servo.stop()

@@ -125,7 +125,10 @@ def hpa_manifest() -> dict[str, Any]:
                     "type": "Resource",
                     "resource": {
                         "name": "cpu",
-                        "target": {"type": "Utilization", "averageUtilization": HPA_BOUNDS["target_cpu_utilization"]},
+                        "target": {
+                            "type": "Utilization",
+                            "averageUtilization": HPA_BOUNDS["target_cpu_utilization"],
+                        },
                     },
                 }
             ],
@@ -205,7 +208,9 @@ def same_settings(a: dict[str, Any], b: dict[str, Any]) -> bool:
 # --- the servo's configuration and commands --------------------------------------------------
 
 
-def connector(cluster: LocalCluster, namespace: str, kubeconfig: Path | None = None, **config: Any) -> dict[str, Any]:
+def connector(
+    cluster: LocalCluster, namespace: str, kubeconfig: Path | None = None, **config: Any
+) -> dict[str, Any]:
     """The kubernetes connector's entry in servo.yaml, for web in ``namespace``."""
     return {
         "name": CONNECTOR,
@@ -253,7 +258,10 @@ def adjust_command(values: dict[str, Any], settlement: float = 0.0) -> dict[str,
 def measure_command(duration: float, metrics: list[str] | None = None) -> dict[str, Any]:
     return {
         "cmd": "MEASURE",
-        "param": {"metrics": metrics or [f"{NAME}.ready_replicas", f"{NAME}.restarts"], "control": {"duration": duration}},
+        "param": {
+            "metrics": metrics or [f"{NAME}.ready_replicas", f"{NAME}.restarts"],
+            "control": {"duration": duration},
+        },
     }
 
 
@@ -278,7 +286,9 @@ class Exchange:
     finished: threading.Event = field(default_factory=threading.Event)
 
     def wait(self, timeout: float = COMMAND_TIMEOUT) -> Exchange:
-        assert self.finished.wait(timeout), f"{self.command['cmd']} {self.cmd_uid}: no answer within {timeout} s"
+        assert self.finished.wait(timeout), (
+            f"{self.command['cmd']} {self.cmd_uid}: no answer within {timeout} s"
+        )
         return self
 
     @property
@@ -387,7 +397,9 @@ class ServoRun:
         env = {**os.environ, MARKER_VAR: self.marker, "PYTHONUNBUFFERED": "1"}
         command = [sys.executable, "-m", "servo_actors", "-c", str(self.config_path), "run"]
         self._log = open(self.log_path, "w")  # noqa: SIM115 (closed in stop())
-        self.proc = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=directory)
+        self.proc = subprocess.Popen(
+            command, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=directory
+        )
 
     @classmethod
     def start(cls, directory: Path, config: dict[str, Any]) -> ServoRun:
@@ -513,8 +525,10 @@ class CancelStorm:
         fresh = sorted(record.fresh_after for record in self.cancels)
         timing = ""
         if fresh:
-            timing = (f"; cancel -> fresh connector's DESCRIPTION: p50 {fresh[len(fresh) // 2] * 1000:.0f} ms, "
-                      f"max {fresh[-1] * 1000:.0f} ms")
+            timing = (
+                f"; cancel -> fresh connector's DESCRIPTION: p50 {fresh[len(fresh) // 2] * 1000:.0f} ms, "
+                f"max {fresh[-1] * 1000:.0f} ms"
+            )
         return (
             f"{len(self.cancels)} cancels in {self.trials} trials ({self.elapsed:.0f} s, seed {self.seed}): "
             f"{len(self.answered_to('progress'))} answered to a progress post (result `cancelled`), "
@@ -569,8 +583,12 @@ def run_cancel_storm(
         command = adjust_command(values, SETTLEMENT) if values else measure_command(MEASURE_SECONDS)
         window = ADJUST_WINDOW if adjusting else MEASURE_SECONDS
         draw = rng.random()
-        delay = 0.0 if draw < AT_ONCE else rng.uniform(0.0, EARLY_WINDOW if draw < AT_ONCE + EARLY else window)
-        where = f"trial {storm.trials} ({command['cmd']}, cancel {delay:.2f} s after it was sent; seed {seed})"
+        delay = (
+            0.0 if draw < AT_ONCE else rng.uniform(0.0, EARLY_WINDOW if draw < AT_ONCE + EARLY else window)
+        )
+        where = (
+            f"trial {storm.trials} ({command['cmd']}, cancel {delay:.2f} s after it was sent; seed {seed})"
+        )
         before = servo.connector_pids()
         assert len(before) == 1, f"{where}: connector processes before: {before}\n{servo.log()}"
         exchange = optimizer.push(command)
@@ -594,23 +612,31 @@ def run_cancel_storm(
         assert same_settings(described, truth), f"{where}: described {described}, the cluster holds {truth}"
         if not answered:
             assert exchange.status == "ok", f"{where}: not cancelled, yet {exchange.result}\n{servo.log()}"
-            assert after == before, f"{where}: the connector was replaced ({before} -> {after}) without a cancel"
+            assert after == before, (
+                f"{where}: the connector was replaced ({before} -> {after}) without a cancel"
+            )
             if values is not None:
-                assert same_settings(values, truth), f"{where}: adjusted to {values}, the cluster holds {truth}"
+                assert same_settings(values, truth), (
+                    f"{where}: adjusted to {values}, the cluster holds {truth}"
+                )
             storm.not_landed += 1
             storm.completed[command["cmd"]] = storm.completed.get(command["cmd"], 0) + 1
             continue
         cancel = answered[0]
         to_progress = "status" not in (cancel.get("param") or {})
         if to_progress:
-            assert exchange.status == "cancelled", f"{where}: cancel met a progress post, result {exchange.result}"
+            assert exchange.status == "cancelled", (
+                f"{where}: cancel met a progress post, result {exchange.result}"
+            )
             assert exchange.result is not None and exchange.result["reason"] == "test"
         else:
             assert exchange.cancelled and exchange.result is None, f"{where}: {exchange.result}"
         assert len(after) == 1 and after[0] not in before, (
             f"{where}: the connector was not replaced ({before} -> {after})\n{servo.log()}"
         )
-        assert before[0] not in marked_pids(servo.marker), f"{where}: the old connector {before[0]} still lives"
+        assert before[0] not in marked_pids(servo.marker), (
+            f"{where}: the old connector {before[0]} still lives"
+        )
         described_post = next(
             e for e in history
             if (e.get("param") or {}).get("cmd_uid") == probe.cmd_uid and e.get("event") == "DESCRIPTION"
@@ -620,7 +646,9 @@ def run_cancel_storm(
             "progress" if to_progress else "result", delay, described_post["at"] - cancel["replied_at"],
         )  # fmt: skip
         storm.cancels.append(record)
-        say(f"{where}: {record.phase}, answered to the {record.answered_to}, fresh connector "
-            f"{after[0]} described {record.fresh_after * 1000:.0f} ms after the cancel")
+        say(
+            f"{where}: {record.phase}, answered to the {record.answered_to}, fresh connector "
+            f"{after[0]} described {record.fresh_after * 1000:.0f} ms after the cancel"
+        )
     storm.elapsed = time.monotonic() - started
     return storm
