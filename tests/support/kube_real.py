@@ -551,6 +551,9 @@ class CancelRecord:
     pressed_after: float
     fresh_after: float
     """Seconds from the optimizer answering ``cancel`` to the fresh connector's DESCRIPTION arriving."""
+    cancelled_after: float | None
+    """Seconds from the optimizer answering ``cancel`` to the ``cancelled`` result arriving (None when
+    the cancel answered the result itself)."""
 
 
 @dataclass
@@ -694,9 +697,13 @@ def run_cancel_storm(
             e for e in history
             if (e.get("param") or {}).get("cmd_uid") == probe.cmd_uid and e.get("event") == "DESCRIPTION"
         )  # fmt: skip
+        cancelled_post = next(
+            (e for e in posts if (e.get("param") or {}).get("status") == "cancelled"), None
+        )  # fmt: skip
         record = CancelRecord(
             storm.trials, command["cmd"], _cancel_phase(command["cmd"], cancel),
             "progress" if to_progress else "result", delay, described_post["at"] - cancel["replied_at"],
+            None if cancelled_post is None else cancelled_post["at"] - cancel["replied_at"],
         )  # fmt: skip
         storm.cancels.append(record)
         say(
