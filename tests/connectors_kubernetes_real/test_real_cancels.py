@@ -62,6 +62,7 @@ def test_cancels_at_random_moments_of_an_hpa_optimization(kube_cluster, kube_nam
         optimizer.server, connector(kube_cluster, kube_namespace), progress_interval=PROGRESS_INTERVAL
     )
     servo = ServoRun.start(tmp_path / "servo", config)
+    optimizer.context = servo.log
     try:
         first = optimizer.run({"cmd": "DESCRIBE", "param": {}})
         assert first.status == "ok", f"{first.result}\n{servo.log()}"

@@ -28,13 +28,15 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import requests
 import yaml
-from kube_local import LocalCluster
+from kube_local import LocalCluster, run_script
 from kube_quantity import parse as parse_quantity
 from marked_processes import MARKER_VAR, marked_pids
 
@@ -79,8 +81,9 @@ CONNECTOR_DEPLOYMENT: dict[str, Any] = {
 # --- the application --------------------------------------------------------------------------
 
 
-def deployment_manifest(replicas: int = 2) -> dict[str, Any]:
-    """Deployment web: one container the connector tunes, simulated usage, a 1 s grace period."""
+def deployment_manifest(replicas: int = 2, min_ready_seconds: int = 0) -> dict[str, Any]:
+    """Deployment web: one container the connector tunes, simulated usage, a 1 s grace period;
+    ``min_ready_seconds`` makes each rollout last at least that long (kwok's pods are ready at once)."""
     labels = {"app": NAME}
     return {
         "apiVersion": "apps/v1",
@@ -88,6 +91,7 @@ def deployment_manifest(replicas: int = 2) -> dict[str, Any]:
         "metadata": {"name": NAME, "labels": labels},
         "spec": {
             "replicas": replicas,
+            "minReadySeconds": min_ready_seconds,
             "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": labels, "annotations": dict(USAGE)},
@@ -137,9 +141,11 @@ def hpa_manifest() -> dict[str, Any]:
     }
 
 
-def create_app(cluster: LocalCluster, namespace: str, timeout: float = COMMAND_TIMEOUT) -> None:
+def create_app(
+    cluster: LocalCluster, namespace: str, timeout: float = COMMAND_TIMEOUT, min_ready_seconds: int = 0
+) -> None:
     """Deployment web and its HPA in ``namespace``, the Deployment rolled out (kubectl's rule)."""
-    cluster.apply(namespace, deployment_manifest(), hpa_manifest())
+    cluster.apply(namespace, deployment_manifest(min_ready_seconds=min_ready_seconds), hpa_manifest())
     cluster.kubectl(
         "rollout", "status", f"deployment/{NAME}", "-n", namespace, f"--timeout={timeout:.0f}s",
         timeout=timeout + 30,
@@ -203,6 +209,44 @@ def same_settings(a: dict[str, Any], b: dict[str, Any]) -> bool:
         else a[k] == b[k]
         for k in a
     )  # fmt: skip
+
+
+# --- faults of the control plane (scripts/kube-cluster stop/start/restart COMPONENT) ------------
+
+COMPONENT_TIMEOUT = 180.0
+"""Bound on `scripts/kube-cluster stop/start/restart COMPONENT` (its own waits end sooner)."""
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "metrics-server")
+
+
+def control_plane(cluster: LocalCluster, action: str, component: str, kill: bool = False) -> None:
+    """``scripts/kube-cluster ACTION COMPONENT`` on ``cluster`` (AssertionError unless it exits 0)."""
+    args = [action, component, "--dir", str(cluster.dir), *(["--kill"] if kill else [])]
+    done = run_script(args, COMPONENT_TIMEOUT)
+    assert done.returncode == 0, f"kube-cluster {' '.join(args)} failed: {done.stderr}"
+
+
+def api_ready(cluster: LocalCluster) -> bool:
+    """Whether the API server answers /readyz (its storage included) with 200."""
+    try:
+        return cluster.request("GET", "/readyz").status_code == 200
+    except requests.RequestException:
+        return False
+
+
+def start_stopped(cluster: LocalCluster) -> list[str]:
+    """Every recorded component that is not running started again (a fault test that failed half
+    way leaves the session's cluster whole); the names started."""
+    started = []
+    for process in cluster.state()["processes"]:
+        if not _running_as_recorded(process):
+            control_plane(cluster, "start", process["name"])
+            started.append(process["name"])
+    return started
+
+
+def _running_as_recorded(process: dict[str, Any]) -> bool:
+    fields = _stat_fields(int(process["pid"]))
+    return fields is not None and fields[0] not in ("Z", "X") and fields[19] == str(process["start_time"])
 
 
 # --- the servo's configuration and commands --------------------------------------------------
@@ -284,11 +328,16 @@ class Exchange:
     """The optimizer answered ``cancel`` to one of its posts (a progress post or its result)."""
     sent: threading.Event = field(default_factory=threading.Event)
     finished: threading.Event = field(default_factory=threading.Event)
+    context: Callable[[], str] | None = None
+    """What to show when it is not answered in time (the servo's log)."""
 
     def wait(self, timeout: float = COMMAND_TIMEOUT) -> Exchange:
-        assert self.finished.wait(timeout), (
-            f"{self.command['cmd']} {self.cmd_uid}: no answer within {timeout} s"
-        )
+        if not self.finished.wait(timeout):
+            last = self.progress[-1] if self.progress else None
+            shown = f"\n{self.context()}" if self.context else ""
+            raise AssertionError(
+                f"{self.command['cmd']} {self.cmd_uid}: no answer within {timeout} s (last progress {last}){shown}"
+            )
         return self
 
     @property
@@ -305,6 +354,8 @@ class CommandQueue:
         self.queue: deque[Exchange] = deque()
         self.history: list[Exchange] = []
         self.server: OptimizerServer | None = None
+        self.context: Callable[[], str] | None = None
+        """Shown with a command not answered in time: set it to the servo's ``log``."""
         self._current: Exchange | None = None
 
     @classmethod
@@ -319,7 +370,7 @@ class CommandQueue:
             self.server.stop()
 
     def push(self, command: dict[str, Any]) -> Exchange:
-        exchange = Exchange(copy.deepcopy(command))
+        exchange = Exchange(copy.deepcopy(command), context=self.context)
         self.queue.append(exchange)
         return exchange
 
@@ -409,9 +460,11 @@ class ServoRun:
         return self.proc.poll() is None
 
     def log(self, tail: int = 6000) -> str:
+        """The end of the servo's log, without the lines of idle SLEEPs."""
         if not self._log.closed:
             self._log.flush()
-        return self.log_path.read_text(errors="replace")[-tail:]
+        lines = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(line for line in lines if not line.endswith("command SLEEP"))[-tail:]
 
     def connector_pids(self) -> list[int]:
         return connector_pids(self.marker)
@@ -498,6 +551,9 @@ class CancelRecord:
     pressed_after: float
     fresh_after: float
     """Seconds from the optimizer answering ``cancel`` to the fresh connector's DESCRIPTION arriving."""
+    cancelled_after: float | None
+    """Seconds from the optimizer answering ``cancel`` to the ``cancelled`` result arriving (None when
+    the cancel answered the result itself)."""
 
 
 @dataclass
@@ -641,9 +697,13 @@ def run_cancel_storm(
             e for e in history
             if (e.get("param") or {}).get("cmd_uid") == probe.cmd_uid and e.get("event") == "DESCRIPTION"
         )  # fmt: skip
+        cancelled_post = next(
+            (e for e in posts if (e.get("param") or {}).get("status") == "cancelled"), None
+        )  # fmt: skip
         record = CancelRecord(
             storm.trials, command["cmd"], _cancel_phase(command["cmd"], cancel),
             "progress" if to_progress else "result", delay, described_post["at"] - cancel["replied_at"],
+            None if cancelled_post is None else cancelled_post["at"] - cancel["replied_at"],
         )  # fmt: skip
         storm.cancels.append(record)
         say(
