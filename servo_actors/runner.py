@@ -6,7 +6,8 @@
     exit_code = runner.run()      # blocks until SIGTERM/SIGINT (0) or a terminal failure (1)
 
 The loop itself is small; the pieces it leans on live elsewhere: ``OptimizerClient`` (HTTP and
-retries), ``ServoRuntime`` (the supervised connectors), ``ProgressSchedule`` (when to post
+retries), ``ServoRuntime`` (the supervised connectors) and ``OperationPath`` (the one way an
+operation is performed and cancelled on them), ``ProgressSchedule`` (when to post
 progress, what percentage), ``ProgressLane`` (progress posts off the loop, one in flight, every
 reply read), ``SignalWatcher`` (SIGTERM/SIGINT/SIGHUP) and ``results`` below (an operation's result
 as a wire event).
@@ -41,9 +42,10 @@ from typing import Any, TypeVar
 
 from servo_actors import USER_AGENT, __version__, observability
 from servo_actors.actors import Operation, OperationResult, ServoRuntime
+from servo_actors.actors.operation_path import WAIT_SLICE, InFlight, OperationPath, Reporter
 from servo_actors.actors.restart_policy import RestartIntensity
 from servo_actors.actors.results import NOT_UP_REASONS
-from servo_actors.actors.runtime import CANCEL_DEADLINE, LOST_REASON, SupervisorLost
+from servo_actors.actors.runtime import LOST_REASON, SupervisorLost
 from servo_actors.config import ServoConfig
 from servo_actors.connectors import Control
 from servo_actors.errors import ConfigError, ProtocolError, ServoError, SupervisorError
@@ -70,15 +72,10 @@ from servo_actors.signals import SignalWatcher, StopRequested
 
 log = logging.getLogger(__name__)
 
-WAIT_SLICE = 0.1
-"""Longest the loop waits on an operation before it looks at signals again (seconds)."""
 REPLY_CHECK_FIRST = 0.002
 """While a progress post is open, the loop looks for its reply after this long, then twice as long
 each time up to ``WAIT_SLICE``: a ``cancel`` from a prompt optimizer is acted on within a few ms,
 and a slow one costs a handful of wakeups (the operation's wait cannot be woken by the reply)."""
-KILL_CONFIRM_WAIT = CANCEL_DEADLINE
-"""Longest the loop waits, after a cancel, for the supervisor to confirm the kills went out (a
-supervisor that cannot, being stopped, is lost by then: the runtime's cancel deadline)."""
 SLEEP_SLICE = 5.0
 """Longest a SLEEP waits in one go. It wakes sooner: at once for a signal (a stop, a SIGHUP reload)
 or the death of a process of the actor system, and whenever the watchdog must look again (about
@@ -286,15 +283,29 @@ class Runner:
             components = command.param.state.model_dump(mode="json")["application"]["components"]
             self._operate(command, "adjust", {"components": _settings_only(components), "control": control})
 
+    def _path(self) -> OperationPath[Operation]:
+        """The operation path on the current runtime (a SIGHUP reload replaces the runtime)."""
+        assert self.runtime is not None
+        return OperationPath(self.runtime, stop=self.signals.stop, stop_name=self._stop_name)
+
     def _operate(
         self, command: Command, operation: str, params: dict[str, Any], *, progress: bool = True
     ) -> None:
+        """``command`` as ``operation`` through the operation path, its result (or its cancellation)
+        posted: progress posts go out on the way (``_ProgressPosts``), and the optimizer's answer
+        to one of them cancels the operation (``OperationPath.cancel``)."""
         assert self.client is not None and self.runtime is not None
         event = _RESULT_EVENTS[operation]
         control: Control | None = params.get("control")
         expected = control.expected_seconds if control else 0.0
+        client = self.client
+        reporter: Reporter | None = None
+        if progress:
+            lane = ProgressLane(lambda param: client.post_progress(event, param))
+            schedule = ProgressSchedule(time.monotonic(), expected, self.config.settings.progress_interval)
+            reporter = _ProgressPosts(self, command, event, lane, schedule)
         try:
-            op = self.runtime.begin(operation, **params)
+            outcome = self._path().perform(operation, reporter=reporter, **params)
         except SupervisorLost as exc:
             # Lost between commands and not yet rebooted: this command fails; the loop heals next.
             self._post_result(
@@ -302,46 +313,9 @@ class Runner:
                 failure_result(event, command.cmd_uid, status="failed", reason=LOST_REASON, message=str(exc)),
             )
             return
-        client = self.client
-        lane = ProgressLane(lambda param: client.post_progress(event, param)) if progress else None
-        schedule = ProgressSchedule(time.monotonic(), expected, self.config.settings.progress_interval)
-        reply_check = REPLY_CHECK_FIRST
-        while True:
-            if lane is not None and lane.busy:
-                wait, reply_check = reply_check, min(2 * reply_check, WAIT_SLICE)
-            elif lane is not None:
-                wait = min(WAIT_SLICE, max(0.0, schedule.next_due - time.monotonic()))
-            else:
-                wait = WAIT_SLICE
-            result = self.runtime.wait(op, timeout=wait)
-            verdict = lane.verdict() if lane is not None else None
-            if verdict is not None:
-                # The optimizer's answer to a progress post ends the command, even one that has just
-                # finished: its result is not posted, the cancellation is.
-                self._abandon(command, op, event, verdict)
-                return
-            if result is not None:
-                break
-            if self.signals.stop.is_set():
-                raise StopRequested(self.signals.stop_signal or "stop")
-            now = time.monotonic()
-            if lane is not None and schedule.due(now) and not lane.busy:
-                # One post in flight at most: a heartbeat due meanwhile goes out once it is answered.
-                lane.offer(
-                    progress_param(
-                        command.cmd_uid,
-                        progress=schedule.percent(now, op.progress),
-                        runtime=schedule.runtime(now),
-                        message=op.message or None,
-                    )
-                )
-                schedule.sent(now)
-                reply_check = REPLY_CHECK_FIRST
-        if lane is not None:
-            verdict = self._settle(lane)
-            if verdict is not None:
-                self._abandon(command, op, event, verdict)
-                return
+        result = outcome.result
+        if outcome.cancelled_by is not None or result is None:
+            return  # the cancellation was reported (``_ProgressPosts.cancelled``); fresh connectors answer
         described = None
         if operation == "describe" and result.ok:
             self._described_metrics = dict(result.data.get("metrics") or {})
@@ -352,8 +326,7 @@ class Runner:
         )
         if reply is not None and reply.status == "cancel":
             # Abort pressed as the result went out: the command counts as cancelled; start fresh.
-            if not self.runtime.cancel(stop=self.signals.stop):
-                raise StopRequested(self._stop_name())
+            self._path().cancel()
         self._notify(
             "result",
             {
@@ -369,31 +342,20 @@ class Runner:
     def _measurement_metrics(self) -> dict[str, Any]:
         """The metrics the connectors describe (an ADJUSTMENT's ``state.measurement``): from the
         last DESCRIBE, else from a describe now (once; its failure leaves the metrics empty)."""
-        assert self.runtime is not None
         if self._described_metrics is None:
             try:
-                op = self.runtime.begin("describe")
+                result = self._path().result("describe")
             except SupervisorLost:
                 return {}
-            while (result := self.runtime.wait(op, WAIT_SLICE)) is None:
-                if self.signals.stop.is_set():
-                    raise StopRequested(self._stop_name())
             if not result.ok:
                 log.warning("no metrics for the ADJUSTMENT's state: describe failed (%s)", result.message)
                 return {}
             self._described_metrics = dict(result.data.get("metrics") or {})
         return self._described_metrics
 
-    def _abandon(self, command: Command, op: Operation, event: str, reply: OptimizerStatus) -> None:
-        """The optimizer's answer to a progress post ends the operation: kill, respawn, maybe report."""
-        assert self.client is not None and self.runtime is not None
-        # The kills go out now; the optimizer hears `cancelled` once they have (the operation's
-        # cancelled result comes back after them), not after the fresh connectors are up.
-        request = self.runtime.begin_cancel()
-        confirm_by = time.monotonic() + KILL_CONFIRM_WAIT
-        while self.runtime.wait(op, WAIT_SLICE) is None and time.monotonic() < confirm_by:
-            if self.signals.stop.is_set():  # a stop kills everything anyway: no result is owed
-                raise StopRequested(self._stop_name())
+    def _cancelled(self, command: Command, event: str, reply: OptimizerStatus) -> None:
+        """The optimizer's answer to a progress post cancelled the operation and its kills are
+        confirmed: tell the observer, and post ``cancelled`` if the answer was a cancel."""
         self._notify("cancelled", {"cmd": command.cmd, "cmd_uid": command.cmd_uid, "status": reply.status})
         if reply.status == "cancel":
             reason, message = _cancel_reason(reply)
@@ -402,9 +364,7 @@ class Runner:
                 failure_result(event, command.cmd_uid, status="cancelled", reason=reason, message=message),
             )
         # unexpected-event / invalid: the servo and optimizer lost sync; no result is owed.
-        # Either way the next command is taken only by fresh connectors.
-        if not self.runtime.finish_cancel(request, stop=self.signals.stop):
-            raise StopRequested(self._stop_name())
+        # Either way the next command is taken only by fresh connectors (the path waits for them).
 
     def _settle(self, lane: ProgressLane) -> OptimizerStatus | None:
         """Before a result goes out, the progress post still open is answered (within the client's
@@ -556,6 +516,48 @@ class Runner:
     def _notify(self, what: str, detail: dict[str, Any]) -> None:
         if self._observer is not None:
             self._observer(what, detail)
+
+
+class _ProgressPosts(Reporter):
+    """The runner's part of the operation path: progress posts to the optimizer on the schedule of
+    ``ProgressSchedule``, through a ``ProgressLane`` (one post in flight, every reply read), whose
+    replies are the verdicts that cancel the operation."""
+
+    def __init__(
+        self, runner: Runner, command: Command, event: str, lane: ProgressLane, schedule: ProgressSchedule
+    ) -> None:
+        self._runner, self._command, self._event = runner, command, event
+        self._lane, self._schedule = lane, schedule
+        self._reply_check = REPLY_CHECK_FIRST
+
+    def next_wait(self, op: InFlight, now: float) -> float:
+        if self._lane.busy:
+            wait, self._reply_check = self._reply_check, min(2 * self._reply_check, WAIT_SLICE)
+            return wait
+        return min(WAIT_SLICE, max(0.0, self._schedule.next_due - now))
+
+    def verdict(self) -> OptimizerStatus | None:
+        return self._lane.verdict()
+
+    def report(self, op: InFlight, now: float) -> None:
+        if self._schedule.due(now) and not self._lane.busy:
+            # One post in flight at most: a heartbeat due meanwhile goes out once it is answered.
+            self._lane.offer(
+                progress_param(
+                    self._command.cmd_uid,
+                    progress=self._schedule.percent(now, op.progress),
+                    runtime=self._schedule.runtime(now),
+                    message=op.message or None,
+                )
+            )
+            self._schedule.sent(now)
+            self._reply_check = REPLY_CHECK_FIRST
+
+    def settle(self) -> OptimizerStatus | None:
+        return self._runner._settle(self._lane)
+
+    def cancelled(self, op: InFlight, verdict: OptimizerStatus) -> None:
+        self._runner._cancelled(self._command, self._event, verdict)
 
 
 # --- an operation's result as a wire event ------------------------------------------------------

@@ -28,9 +28,9 @@ FINDINGS: dict[str, str] = {
         "next WHATS_NEXT matches servox's."
     ),
     "cancel_to_cancelled_p99_ms": (
-        "**What bounds cancel reply -> `cancelled`.** `Runner._abandon` sends the supervisor its "
+        "**What bounds cancel reply -> `cancelled`.** `OperationPath.cancel` sends the supervisor its "
         "`Cancel`, waits only until the supervisor confirms the kills went out (the cancelled "
-        "operation's result, sent right after the SIGKILLs), posts `cancelled`, and then waits for the "
+        "operation's result, sent right after the SIGKILLs), lets the runner post `cancelled`, and then waits for the "
         "fresh connectors before it polls again. So this figure is one supervisor round trip plus one "
         "HTTP post. Before that change the runner posted only after every connector had been "
         "respawned and had answered: p50 45-57 ms, p99 68-145 ms at load averages 1.5-5, against "

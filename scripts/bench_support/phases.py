@@ -22,6 +22,7 @@ from bench_support.processes import (
     AgentProcess,
     cpu_seconds,
     marked_pids,
+    memory_kib,
     parent_pid,
     scheduler_seconds,
     thread_count,
@@ -289,6 +290,7 @@ def idle_cpu(optimizer: BenchOptimizer, process: AgentProcess, window: float) ->
         time.sleep(window)
         elapsed = time.monotonic() - began
         after = {pid: (cpu_seconds(pid), scheduler_seconds(pid)) for pid in marked_pids(process.marker)}
+        memory = {pid: memory_kib(pid) for pid in marked_pids(process.marker)}
         polls_in_window = optimizer.driver.polls - polls
     finally:
         optimizer.driver.idle_sleep = SHORT_SLEEP
@@ -309,6 +311,8 @@ def idle_cpu(optimizer: BenchOptimizer, process: AgentProcess, window: float) ->
                 "threads": thread_count(pid),
                 "cpu_percent": 100.0 * (ticks1 - ticks0) / elapsed,
                 "scheduler_percent": 100.0 * (sched1 - sched0) / elapsed,
+                "pss_kib": (memory.get(pid) or {}).get("pss"),
+                "rss_kib": (memory.get(pid) or {}).get("rss"),
             }
         )
     per_process.sort(key=lambda row: row["scheduler_percent"], reverse=True)
@@ -316,6 +320,8 @@ def idle_cpu(optimizer: BenchOptimizer, process: AgentProcess, window: float) ->
         "window_s": elapsed,
         "cpu_percent": sum(row["cpu_percent"] for row in per_process),
         "scheduler_percent": sum(row["scheduler_percent"] for row in per_process),
+        "pss_mib": sum(row["pss_kib"] or 0 for row in per_process) / 1024,
+        "rss_mib": sum(row["rss_kib"] or 0 for row in per_process) / 1024,
         "processes": per_process,
         "appeared": sorted(set(after) - set(before)),
         "vanished": sorted(set(before) - set(after)),

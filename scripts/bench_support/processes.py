@@ -34,6 +34,24 @@ def _stat_fields(pid: int) -> list[str] | None:
     return raw[raw.rindex(")") + 2 :].split()
 
 
+def memory_kib(pid: int) -> dict[str, int] | None:
+    """``{"pss": KiB, "rss": KiB}`` of ``pid`` from ``/proc/PID/smaps_rollup``; None once it is gone.
+
+    PSS divides each page shared by N processes by N, so the PSS of all of an agent's processes
+    adds up to the memory they hold together; their RSS counts a shared page once per process.
+    """
+    found: dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as handle:
+            for line in handle:
+                key, _, rest = line.partition(b":")
+                if key in (b"Pss", b"Rss"):
+                    found[key.decode().lower()] = int(rest.split()[0])
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return found if len(found) == 2 else None
+
+
 def alive(pid: int) -> bool:
     """Running, not a zombie (a zombie holds nothing; only its parent can reap it)."""
     fields = _stat_fields(pid)

@@ -21,6 +21,8 @@ TARGETS = {
     "cancel_to_cancelled_p99_ms": 100.0,
     "idle_cpu_percent": 0.5,
 }
+IDLE_TARGET_ISSUE_24 = 0.2
+"""Issue 24's idle CPU target, % of one core (the others are servox's own figures in the same run)."""
 HEADER = "# Benchmarks\n\nMeasured numbers, written by the scripts under scripts/ (re-run them to update).\n"
 
 
@@ -110,6 +112,9 @@ def summarize(agent: dict[str, Any]) -> dict[str, Any]:
     if "idle" in agent:
         out["idle_cpu_percent"] = agent["idle"]["cpu_percent"]
         out["idle_scheduler_percent"] = agent["idle"]["scheduler_percent"]
+        out["pss_mib"] = agent["idle"].get("pss_mib")
+        out["rss_mib"] = agent["idle"].get("rss_mib")
+        out["processes"] = len(agent["idle"]["processes"])
     return out
 
 
@@ -124,6 +129,10 @@ def _ms(value: float | None) -> str:
 
 def _percent(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f} %"
+
+
+def _mib(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} MiB"
 
 
 def _pick(figures: dict[str, Any], key: str, stat: str | None) -> float | None:
@@ -149,6 +158,8 @@ ROWS: tuple[Row, ...] = (
     ("cancel reply -> next WHATS_NEXT, p99", "to_next_poll", "p99", _ms),
     ("idle CPU during SLEEP, % of one core (utime+stime, 10 ms ticks)", "idle_cpu_percent", None, _percent),
     ("idle CPU during SLEEP, % of one core (scheduler, ns)", "idle_scheduler_percent", None, _percent),
+    ("memory: PSS of all its processes, MiB (end of the idle window)", "pss_mib", None, _mib),
+    ("memory: RSS of all its processes, MiB (shared pages once per process)", "rss_mib", None, _mib),
 )
 
 
@@ -174,8 +185,11 @@ def table(ours: dict[str, Any], servox: dict[str, Any] | None, servox_note: str)
     return lines
 
 
-def verdicts(ours: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
-    """(target, measured, met) for the three targets of the issue."""
+def verdicts(
+    ours: dict[str, Any], servox: dict[str, Any] | None = None
+) -> list[tuple[str, str, bool | None]]:
+    """(target, measured, met) for the three targets of the first issue, then issue 24's three
+    (per-command overhead and memory against servox's in the same run, when servox ran)."""
     per_command = _pick(ours, "per_command", "p50")
     cancelled = _pick(ours, "to_cancelled", "p99")
     idle = ours.get("idle_cpu_percent")
@@ -199,11 +213,61 @@ def verdicts(ours: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
             "-" if idle is None else f"{idle:.2f} %",
             met(idle, TARGETS["idle_cpu_percent"]),
         ),
+        *_issue_24_verdicts(ours, servox),
+    ]
+
+
+def _issue_24_verdicts(
+    ours: dict[str, Any], servox: dict[str, Any] | None
+) -> list[tuple[str, str, bool | None]]:
+    per_command = _pick(ours, "per_command", "p50")
+    idle = ours.get("idle_cpu_percent")
+    pss = ours.get("pss_mib")
+    theirs_per_command = _pick(servox, "per_command", "p50") if servox else None
+    theirs_rss = servox.get("rss_mib") if servox else None
+
+    def at_most(value: float | None, bound: float | None) -> bool | None:
+        return None if value is None or bound is None else value <= bound
+
+    return [
+        (
+            "issue 24: per-command overhead p50 <= servox's"
+            + (f" ({_ms(theirs_per_command)})" if theirs_per_command is not None else ""),
+            _ms(per_command),
+            at_most(per_command, theirs_per_command),
+        ),
+        (
+            f"issue 24: idle CPU <= {IDLE_TARGET_ISSUE_24:g} % of a core",
+            "-" if idle is None else f"{idle:.2f} %",
+            at_most(idle, IDLE_TARGET_ISSUE_24),
+        ),
+        (
+            "issue 24: PSS of all the servo's processes <= servox's RSS"
+            + (f" ({_mib(theirs_rss)})" if theirs_rss is not None else ""),
+            _mib(pss) + (f" over {ours['processes']} processes" if ours.get("processes") else ""),
+            at_most(pss, theirs_rss),
+        ),
     ]
 
 
 def _verdict_word(met: bool | None) -> str:
     return "not measured" if met is None else "met" if met else "MISSED"
+
+
+def memory_breakdown(idle: dict[str, Any]) -> str:
+    by_role: dict[str, list[tuple[float, float]]] = {}
+    for row in idle["processes"]:
+        if row.get("pss_kib") is not None:
+            by_role.setdefault(row["role"], []).append((row["pss_kib"] / 1024, row["rss_kib"] / 1024))
+    parts = []
+    for role in ("main", "admin", "logger", "supervisor", "connector", "actor"):
+        if role in by_role:
+            values = by_role[role]
+            count = f"{len(values)} x " if len(values) > 1 else ""
+            pss = sum(v[0] for v in values) / len(values)
+            rss = sum(v[1] for v in values) / len(values)
+            parts.append(f"{role} {count}{pss:.1f} ({rss:.1f}) MiB")
+    return ", ".join(parts)
 
 
 def idle_breakdown(idle: dict[str, Any]) -> str:
@@ -265,7 +329,7 @@ def render(results: dict[str, Any], findings: dict[str, str]) -> str:
         "| target | measured | |",
         "|---|---:|---|",
     ]
-    checks = verdicts(ours)
+    checks = verdicts(ours, servox)
     for target, measured, met in checks:
         lines.append(f"| {target} | {measured} | {_verdict_word(met)} |")
     lines.append("")
@@ -291,6 +355,7 @@ def _facts(
     facts = []
     if "idle" in mine:
         facts.append(f"- servo-actors idle CPU by process: {idle_breakdown(mine['idle'])}.")
+        facts.append(f"- servo-actors memory by process, PSS (RSS): {memory_breakdown(mine['idle'])}.")
     if "cancel" in mine:
         cancel = mine["cancel"]
         facts.append(

@@ -13,6 +13,9 @@ Example::
         request = runtime.begin_cancel()        # kills go out now; op resolves to "cancelled"
         runtime.wait_cancel(request, timeout=30)  # True once every fresh connector answers
 
+Callers perform operations through ``OperationPath`` (operation_path.py), the one loop that drives
+an operation from ``begin`` to its result or cancellation; ``run`` is that path with no extras.
+
 It owns one actor system (its own loopback port and session) and talks only to the Supervisor,
 always with a request id. An external ``listen`` returns the next message of any kind, and Thespian
 does not keep the order of messages: an answer may arrive while the runtime is waiting for
@@ -63,6 +66,7 @@ from servo_actors.actors import descendants, processes
 from servo_actors.actors import messages as m
 from servo_actors.actors.convention import convention_settings, system_options
 from servo_actors.actors.declared_times import DeclaredTimes
+from servo_actors.actors.operation_path import CANCEL_DEADLINE, OperationPath
 from servo_actors.actors.restart_ledger import RestartLedger
 from servo_actors.actors.results import OPERATIONS, OperationResult, aggregate
 from servo_actors.actors.supervision_operation import operation_deadline
@@ -84,19 +88,12 @@ ANSWERS_KEPT = 64
 """Answers kept by request id until asked for (oldest dropped first): a handful are ever pending."""
 LOST_REASON = "supervisor-lost"
 """The reason word of an operation whose actor system was lost under it."""
-CANCEL_DEADLINE = 1.0
-"""Seconds a cancel gives the supervisor to take it (it takes one within milliseconds, the kills
-go out at once): a supervisor stopped that long while a cancel waits on it is lost then (killed
-and replaced), whatever ``supervisor.liveness.timeout`` says. The runner waits as long for the
-kills to be confirmed."""
 CANCELLED_RESULT_WAIT = 1.0
 """Seconds ``cancel`` waits for the cancelled operation's result once the connectors are back."""
 STOP_MARGIN = 0.5
 """Seconds added to the longest shutdown timeout before ``stop`` stops waiting and kills."""
 RESULT_MARGIN = 5.0
-"""Seconds past an operation's deadline before ``run`` decides the supervisor will not answer."""
-POLL_INTERVAL = 0.25
-"""Seconds ``run`` waits per round (progress callbacks fire between rounds)."""
+"""Seconds past an operation's deadline before the runtime decides the supervisor will not answer."""
 STATUS_TIMEOUT = 5.0
 LIVENESS_INTERVAL = 0.25
 """Longest listen before checking that the supervisor process is still alive."""
@@ -519,19 +516,12 @@ class ServoRuntime:
     def run(
         self, operation: str, *, on_progress: Callable[[float, str], None] | None = None, **kwargs: Any
     ) -> OperationResult:
-        """``begin`` then ``wait`` until the result; ``on_progress(percent, message)`` on each progress."""
-        op = self.begin(operation, **kwargs)
-        op.on_progress = on_progress
-        while True:
-            result = self.wait(op, POLL_INTERVAL)
-            if result is not None and result.reason == LOST_REASON and self._lost is not None:
-                raise self._lost
-            if result is not None:
-                return result
-            if self._system is None:
-                raise SupervisorError(f"the runtime stopped while {operation} was running")
-            if time.monotonic() > op.deadline:
-                raise SupervisorError(f"the supervisor did not answer {operation} by its deadline")
+        """``operation`` to its result through the one operation path (``OperationPath``);
+        ``on_progress(percent, message)`` on each progress. SupervisorLost if the system is lost."""
+        result = OperationPath(self).result(operation, on_progress=on_progress, **kwargs)
+        if result.reason == LOST_REASON and self._lost is not None:
+            raise self._lost
+        return result
 
     def cancel(self, stop: threading.Event | None = None) -> bool:
         """Kill every connector at once and start them all fresh; return when all answer again.

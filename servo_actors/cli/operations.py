@@ -55,17 +55,17 @@ from servo_actors.cli.context import (
     watches_stop_signals,
 )
 from servo_actors.durations import format_duration
-from servo_actors.errors import ConnectorError, SupervisorError, UsageError
+from servo_actors.errors import ConnectorError, UsageError
 
 if TYPE_CHECKING:
-    from servo_actors.actors import OperationResult, ServoRuntime
+    from servo_actors.actors import Operation, OperationResult, ServoRuntime
+    from servo_actors.actors.operation_path import InFlight, OperationPath
     from servo_actors.config import ServoConfig
-    from servo_actors.signals import SignalWatcher
 
 DEFAULT_MEASURE_DURATION = 0.0
 """Seconds ``measure`` measures without ``-d``: 0 means "now" (one reading per connector)."""
 REFRESH_INTERVAL = 0.2
-"""Seconds between two looks at a running operation (progress redraw, signal check)."""
+"""Seconds between two redraws of the progress line (the path looks at a stop more often)."""
 SIGNAL_EXIT_BASE = 128
 STEP_TOLERANCE = 1e-6
 """How far from the step grid (in steps) a value may be: absorbs float error such as 0.1 + 0.2."""
@@ -73,76 +73,43 @@ BAR_WIDTH = 24
 """Characters of the progress bar itself."""
 
 
-# ----- running one operation -----------------------------------------------------------------------
-
-
-class _Interrupted(Exception):
-    """A stop signal was found at a wait: the operation is abandoned (raised by our own loop)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def _check_stop(watcher: SignalWatcher) -> None:
-    if watcher.stop.is_set():
-        raise _Interrupted(watcher.stop_signum or signal.SIGTERM)
+# ----- running one operation ----------------------------------------------------------------------
 
 
 @contextlib.contextmanager
-def _connectors(config: ServoConfig, operation: str) -> Iterator[tuple[ServoRuntime, SignalWatcher]]:
-    """The started runtime; on every way out it is stopped, and a stop signal becomes a clean exit.
+def _connectors(
+    config: ServoConfig, operation: str
+) -> Iterator[tuple[ServoRuntime, OperationPath[Operation]]]:
+    """The started runtime and the operation path (``OperationPath``) on it, watching the stop
+    signals; on every way out the runtime is stopped, and a stop signal becomes a clean exit.
 
-    The signal handler only records the signal (signals.py): the start and every wait of
-    ``_perform`` look at it, so a signal at any moment abandons the operation within one
-    ``REFRESH_INTERVAL``, and a second one changes nothing (the stop is bounded on its own).
+    The signal handler only records the signal (signals.py): the start and every wait of the path
+    look at it, so a signal at any moment abandons the operation within one wait slice, and a
+    second one changes nothing (the stop is bounded on its own).
     """
     from servo_actors.actors import ServoRuntime
+    from servo_actors.actors.operation_path import OperationPath
 
-    interrupted: _Interrupted | None = None
+    interrupted: int | None = None
     with signals.watching() as watcher:
         runtime = ServoRuntime(config)
+        path = OperationPath(runtime, stop=watcher.stop)
         try:
-            _check_stop(watcher)
+            path.check_stop()
             if not runtime.start(stop=watcher.stop):  # False: stopped while the connectors started
-                raise _Interrupted(watcher.stop_signum or signal.SIGTERM)
-            yield runtime, watcher
-        except _Interrupted as exc:
-            interrupted = exc
+                raise signals.StopRequested("stop")
+            yield runtime, path
+        except signals.StopRequested:
+            interrupted = watcher.stop_signum or signal.SIGTERM
         finally:
             runtime.stop()
     if interrupted is not None:
         click.echo(
-            f"interrupted by {interrupted}: {operation} abandoned, its connectors were stopped",
+            f"interrupted by {signal.Signals(interrupted).name}: {operation} abandoned, "
+            "its connectors were stopped",
             err=True,
         )
-        raise click.exceptions.Exit(SIGNAL_EXIT_BASE + interrupted.signum)
-
-
-def _perform(
-    runtime: ServoRuntime,
-    watcher: SignalWatcher,
-    operation: str,
-    *,
-    progress: _ProgressLine | None = None,
-    **kwargs: Any,
-) -> OperationResult:
-    """``operation`` to its result, redrawing ``progress`` and noticing signals on the way."""
-    _check_stop(watcher)
-    op = runtime.begin(operation, **kwargs)
-    try:
-        while (result := runtime.wait(op, REFRESH_INTERVAL)) is None:
-            _check_stop(watcher)
-            if progress is not None:
-                progress.draw(op.progress, op.message)
-            if not runtime.started:
-                raise SupervisorError(f"the connector runtime stopped while {operation} was running")
-            if time.monotonic() > op.deadline:
-                raise SupervisorError(f"the supervisor did not answer {operation} by its deadline")
-    finally:
-        if progress is not None:
-            progress.close()
-    return result
+        raise click.exceptions.Exit(SIGNAL_EXIT_BASE + interrupted)
 
 
 def _payload(result: OperationResult) -> dict[str, Any]:
@@ -170,7 +137,9 @@ def _raise_unless_ok(result: OperationResult) -> None:
 
 
 class _ProgressLine:
-    """One line on stderr, rewritten in place: ``measure [#####-----]  45%  13s/30s  message``.
+    """One line on stderr, rewritten in place: ``measure [#####-----]  45%  13s/30s  message``;
+    redrawn after each wait of the operation path that brought no result (a ``Reporter``, see
+    actors/operation_path.py: the CLI imports the actors only when a command needs them).
 
     With a known duration the bar follows the clock (the runtime reports the furthest connector,
     which says little about the slowest); otherwise it shows what the connectors report.
@@ -203,6 +172,21 @@ class _ProgressLine:
             visible = width
         click.echo("\r" + text + " " * max(0, self._drawn - visible), err=True, nl=False)
         self._drawn = visible
+
+    def next_wait(self, op: InFlight, now: float) -> float:
+        return REFRESH_INTERVAL
+
+    def verdict(self) -> None:
+        return None
+
+    def report(self, op: InFlight, now: float) -> None:
+        self.draw(op.progress, op.message)
+
+    def settle(self) -> None:
+        return None
+
+    def cancelled(self, op: InFlight, verdict: Any) -> None:
+        pass
 
     def close(self) -> None:
         if self._drawn:
@@ -289,8 +273,8 @@ def describe_cmd(state: CliState, as_json: bool) -> None:
 
     Exits 1, naming the connector, when one of them fails to describe itself.
     """
-    with _connectors(state.config, "describe") as (runtime, watcher):
-        result = _perform(runtime, watcher, "describe")
+    with _connectors(state.config, "describe") as (runtime, path):
+        result = path.result("describe")
         placement = _placement(runtime, state.config)
     if as_json:
         echo_json(_with_placement(_payload(result), placement))
@@ -340,8 +324,8 @@ def check_cmd(state: CliState, as_json: bool) -> None:
     With an optimizer configured, one more row (connector ``servo``, check ``identity``) says
     whether a servo of the same identity runs here and reports a conflict (``identity.py``).
     """
-    with _connectors(state.config, "check") as (runtime, watcher):
-        result = _perform(runtime, watcher, "check")
+    with _connectors(state.config, "check") as (runtime, path):
+        result = path.result("check")
         placement = _placement(runtime, state.config)
     checks = list(result.data.get("checks") or [])
     identity = _identity_check(state.config)
@@ -440,14 +424,14 @@ def measure_cmd(state: CliState, metrics: tuple[str, ...], duration: float, as_j
     from servo_actors.connectors.base import Control
 
     control = Control(duration=duration)
-    with _connectors(state.config, "measure") as (runtime, watcher):
+    with _connectors(state.config, "measure") as (_runtime, path):
         wanted = None
         if metrics:
-            described = _perform(runtime, watcher, "describe")
+            described = path.result("describe")
             _raise_unless_ok(described)
             wanted = _known_metrics(metrics, described.data.get("metrics") or {})
         progress = _progress_for("measure", control.expected_seconds)
-        result = _perform(runtime, watcher, "measure", progress=progress, metrics=wanted, control=control)
+        result = path.result("measure", reporter=progress, metrics=wanted, control=control)
     if as_json:
         echo_json(_payload(result))
     else:
@@ -580,12 +564,12 @@ def adjust_cmd(state: CliState, assignments: tuple[str, ...], as_json: bool) -> 
     of range, off its step or not among its values exits 2 naming it, and nothing is adjusted.
     """
     parsed = parse_assignments(assignments)
-    with _connectors(state.config, "adjust") as (runtime, watcher):
-        described = _perform(runtime, watcher, "describe")
+    with _connectors(state.config, "adjust") as (_runtime, path):
+        described = path.result("describe")
         _raise_unless_ok(described)
         request = resolve_assignments(parsed, described.data.get("components") or {})
         progress = _progress_for("adjust", 0.0)
-        result = _perform(runtime, watcher, "adjust", progress=progress, components=request)
+        result = path.result("adjust", reporter=progress, components=request)
     if as_json:
         echo_json(_payload(result))
     else:

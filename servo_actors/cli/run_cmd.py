@@ -7,23 +7,19 @@ them (their connectors killed) and the run exits 0, as a signal during the run i
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING
 
 import click
 
 from servo_actors import signals
 from servo_actors.cli.context import CliState, pass_state, watches_stop_signals
-from servo_actors.errors import ServoError, SupervisorError
+from servo_actors.errors import ServoError
 
 if TYPE_CHECKING:
     from servo_actors.actors import OperationResult
     from servo_actors.config import ServoConfig
 
 log = logging.getLogger(__name__)
-
-CHECK_WAIT_SLICE = 0.1
-"""Longest ``--check`` waits on the connectors before it looks at the stop signals again."""
 
 
 class ChecksFailed(ServoError):
@@ -82,22 +78,18 @@ def run_cmd(state: CliState, check_first: bool, dry_run: bool, metrics_listen: s
 
 
 def _checks(config: ServoConfig, watcher: signals.SignalWatcher) -> OperationResult | None:
-    """Every connector's checks; None if a stop signal came first (the connectors are stopped)."""
+    """Every connector's checks, through the operation path; None if a stop signal came first
+    (the connectors are stopped)."""
     from servo_actors.actors import ServoRuntime
+    from servo_actors.actors.operation_path import OperationPath
 
     runtime = ServoRuntime(config)
     try:
         if not runtime.start(stop=watcher.stop):
             return None
-        op = runtime.begin("check")
-        while (result := runtime.wait(op, CHECK_WAIT_SLICE)) is None:
-            if watcher.stop.is_set():
-                return None
-            if not runtime.started:
-                raise SupervisorError("the connector runtime stopped while the checks were running")
-            if time.monotonic() > op.deadline:
-                raise SupervisorError("the supervisor did not answer the checks by their deadline")
-        return result
+        return OperationPath(runtime, stop=watcher.stop).result("check")
+    except signals.StopRequested:
+        return None
     finally:
         runtime.stop()
 
