@@ -45,6 +45,7 @@ from servo_actors.actors import processes
 from servo_actors.config import ServoConfig
 from servo_actors.errors import ServoError
 from servo_actors.runner import Runner
+from servo_actors.vocabulary import ADJUST, DESCRIBE, MEASURE, SLEEP
 
 DEMO_APP = "demo.local/web"
 OPTIMIZER_START_TIMEOUT = 15.0
@@ -294,19 +295,19 @@ class _Demo:
     def observe(self, what: str, detail: dict[str, Any]) -> None:
         if what == "command":
             cmd = detail["cmd"]
-            if cmd == "SLEEP":
+            if cmd == SLEEP:
                 self.runner.request_stop("shutdown")  # the plan is over
-            elif cmd in ("MEASURE", "ADJUST"):
+            elif cmd in (MEASURE, ADJUST):
                 self.operations += 1
                 every = self.options.abort_every
                 if every and self.operations % every == 0:
                     self._press_abort(cmd, detail["cmd_uid"])
-        elif what == "cancelled" or (what == "result" and detail["cmd"] in ("MEASURE", "ADJUST")):
+        elif what == "cancelled" or (what == "result" and detail["cmd"] in (MEASURE, ADJUST)):
             press = self.presses.get(detail["cmd_uid"])
             if press is not None:
                 press.done.wait(PRESS_JOIN_TIMEOUT)  # its line first, then what came of it
             self.print_news(self.state())
-        elif what == "result" and detail["cmd"] == "DESCRIBE":
+        elif what == "result" and detail["cmd"] == DESCRIBE:
             self.echo(f"described: {_settings_text(_described(detail))}")
 
     # --- Abort ---------------------------------------------------------------------------------------

@@ -69,6 +69,7 @@ from servo_actors.protocol.models import (
 from servo_actors.protocol.progress_lane import ProgressLane, in_background
 from servo_actors.protocol.statuses import reason_word
 from servo_actors.signals import SignalWatcher, StopRequested
+from servo_actors.vocabulary import ADJUSTMENT, DESCRIPTION, MEASUREMENT, OPERATION_EVENT
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ _T = TypeVar("_T")
 Observer = Callable[[str, dict[str, Any]], None]
 """``observer(what, detail)``: told of each command and result, for ``demo`` and tests."""
 
-_RESULT_EVENTS = {"describe": "DESCRIPTION", "measure": "MEASUREMENT", "adjust": "ADJUSTMENT"}
+_RESULT_EVENTS = OPERATION_EVENT
 
 
 class Runner:
@@ -580,7 +581,7 @@ def result_param(
         failure = failure_result(
             event, cmd_uid, status=result.status, reason=result.reason, message=result.message
         )
-        if result.reason not in NOT_UP_REASONS or event == "ADJUSTMENT" or not result.data:
+        if result.reason not in NOT_UP_REASONS or event == ADJUSTMENT or not result.data:
             return failure
     param = _data_param(event, command, result, requested, described_metrics)
     if failure is not None and param.get("status") == "ok":
@@ -599,11 +600,11 @@ def _data_param(
     cmd_uid = command.cmd_uid
     try:
         data = result.data if isinstance(result.data, dict) else {}
-        if event == "DESCRIPTION":
+        if event == DESCRIPTION:
             return description_result(
                 cmd_uid, components=data.get("components", {}), metrics=data.get("metrics", {})
             )
-        if event == "MEASUREMENT":
+        if event == MEASUREMENT:
             metrics = data.get("metrics", {})
             if requested and isinstance(metrics, dict):
                 # Only requested metrics reach the optimizer (interface.md).

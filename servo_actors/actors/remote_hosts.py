@@ -44,7 +44,6 @@ from servo_actors.actors.messages import ChildSpec
 from servo_actors.actors.placement import Placement
 
 HOST_LOST = "host-lost"
-HOST_UNAVAILABLE = "host-unavailable"
 KILL_RESEND = 0.5
 """Seconds before a repeated kill of one generation goes to its member again."""
 

@@ -77,6 +77,7 @@ from servo_actors.config.models import ServoConfig
 from servo_actors.connectors.base import Control
 from servo_actors.errors import ConfigError, SupervisorError
 from servo_actors.observability import events
+from servo_actors.vocabulary import SUPERVISOR_LOST
 
 START_MARGIN = 5.0
 """Seconds added to the connectors' startup budget before a bounded ``start``/``restart`` gives up."""
@@ -86,7 +87,7 @@ STOP_CHECK = 0.1
 """How often a long wait (fresh connectors after a cancel or start) looks at its stop event."""
 ANSWERS_KEPT = 64
 """Answers kept by request id until asked for (oldest dropped first): a handful are ever pending."""
-LOST_REASON = "supervisor-lost"
+LOST_REASON = SUPERVISOR_LOST
 """The reason word of an operation whose actor system was lost under it."""
 CANCELLED_RESULT_WAIT = 1.0
 """Seconds ``cancel`` waits for the cancelled operation's result once the connectors are back."""

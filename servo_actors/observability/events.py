@@ -26,14 +26,15 @@ from typing import Any, Protocol
 
 from servo_actors.observability.health import HealthState
 from servo_actors.observability.registry import ServoMetrics
+from servo_actors.vocabulary import COMMAND_OF_EVENT, SUPERVISOR_LOST
 
 log = logging.getLogger("servo_actors.events")
 
-RESULT_COMMANDS = {"DESCRIPTION": "DESCRIBE", "MEASUREMENT": "MEASURE", "ADJUSTMENT": "ADJUST"}
+RESULT_COMMANDS = COMMAND_OF_EVENT
 """The command each result event answers."""
 PROGRESS_CANCEL_KINDS = {"cancel": "progress", "unexpected-event": "unexpected-event", "invalid": "invalid"}
 """The optimizer's answer to a progress post -> the kind of cancel it is."""
-MICROREBOOT_REASON = "supervisor-lost"
+MICROREBOOT_REASON = SUPERVISOR_LOST
 """The ``reason`` of a microreboot's log line (its message says what was lost, and how)."""
 _ERROR_KINDS = {
     "timed out": "timeout",

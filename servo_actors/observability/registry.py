@@ -45,12 +45,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.process_collector import ProcessCollector
 
 from servo_actors import __version__
+from servo_actors.vocabulary import COMMANDS, EVENTS, OPERATIONS, RESTART_REASONS
 
-COMMANDS = ("DESCRIBE", "MEASURE", "ADJUST", "SLEEP")
 CANCEL_KINDS = ("progress", "result", "unexpected-event", "invalid")
-RESTART_REASONS = ("cancel", "deadline", "crash", "start-timeout", "retry", "reload", "microreboot")
-EVENTS = ("HELLO", "WHATS_NEXT", "DESCRIPTION", "MEASUREMENT", "ADJUSTMENT", "GOODBYE")
-OPERATIONS = ("describe", "measure", "adjust", "check")
 DURATION_BUCKETS = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
     1800.0, 3600.0,

@@ -62,6 +62,7 @@ from servo_actors.config.models import Duration, split_optimizer_id
 from servo_actors.errors import ConfigError, ProtocolError
 from servo_actors.optimizer.server import Fault
 from servo_actors.protocol.models import Event, OptimizerStatus, parse_reply, to_wire
+from servo_actors.vocabulary import SLEEP
 
 DEFAULT_SLEEP = 120.0
 """SLEEP duration once the script is done, unless the plan says ``sleep``."""
@@ -263,13 +264,13 @@ class ScriptedDriver:
         if self._position >= len(self._steps):
             self._active = None
             return {
-                "cmd": "SLEEP",
+                "cmd": SLEEP,
                 "param": {"duration": self.sleep, "data": {"reason": "the script is done"}},
             }
         step = self._steps[self._position]
         assert isinstance(step, CommandStep)
         self._position += 1
-        self._active = step if step.command["cmd"] != "SLEEP" else None
+        self._active = step if step.command["cmd"] != SLEEP else None
         self._progress_seen = 0
         command = copy.deepcopy(step.command)
         self._sent.append(copy.deepcopy(command))

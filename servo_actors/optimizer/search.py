@@ -87,12 +87,13 @@ from servo_actors.optimizer.strategy import (
     propose,
     replay,
 )
+from servo_actors.vocabulary import ADJUST, DESCRIBE, MEASURE, RESULT_EVENT, SLEEP
 
 log = logging.getLogger(__name__)
 
 # A command is issued at most this many times when its result never comes (and DESCRIBE when it fails).
 COMMAND_ATTEMPTS = 3
-_RESULT_EVENTS = {"DESCRIBE": "DESCRIPTION", "MEASURE": "MEASUREMENT", "ADJUST": "ADJUSTMENT"}
+_RESULT_EVENTS = RESULT_EVENT
 
 
 def _trial(objective: Objective, record: StepRecord) -> Trial:
@@ -264,7 +265,7 @@ class SearchDriver:
                 self._message = f"DESCRIBE failed {COMMAND_ATTEMPTS} times: {self._message or 'no result'}"
                 return self._sleep()
             self._describe_attempts += 1
-            return self._send("describe", 0, {"cmd": "DESCRIBE", "param": {}})
+            return self._send("describe", 0, {"cmd": DESCRIBE, "param": {}})
         if self._phase == "baseline":
             assert self._space is not None
             return self._send("baseline", 0, self._measure_command(), self._space.current())
@@ -303,7 +304,7 @@ class SearchDriver:
 
     def _sleep(self) -> dict[str, Any]:
         reason = self._message if self._phase == "failed" else "optimization finished"
-        return {"cmd": "SLEEP", "param": {"duration": self.plan.sleep, "data": {"reason": reason}}}
+        return {"cmd": SLEEP, "param": {"duration": self.plan.sleep, "data": {"reason": reason}}}
 
     def _propose(self, n: int) -> Settings:
         assert self._space is not None
@@ -313,7 +314,7 @@ class SearchDriver:
 
     def _measure_command(self) -> dict[str, Any]:
         return {
-            "cmd": "MEASURE",
+            "cmd": MEASURE,
             "param": {"metrics": self._metrics_to_measure(), "control": self.plan.measure.model_dump()},
         }
 
@@ -325,7 +326,7 @@ class SearchDriver:
                 "value": settings[p.component][p.name]
             }
         return {
-            "cmd": "ADJUST",
+            "cmd": ADJUST,
             "param": {
                 "state": {"application": {"components": components}},
                 "control": {"settlement": self.plan.settlement},

@@ -45,6 +45,7 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
+from servo_actors import vocabulary as words
 from servo_actors.config.models import Duration
 from servo_actors.errors import ProtocolError
 from servo_actors.protocol.json_bounds import (
@@ -65,32 +66,30 @@ _LARGEST_SECONDS = 10**300
 
 
 class Event(StrEnum):
-    """What the servo posts."""
+    """What the servo posts (the words are the vocabulary's)."""
 
-    HELLO = "HELLO"
-    WHATS_NEXT = "WHATS_NEXT"
-    DESCRIPTION = "DESCRIPTION"
-    MEASUREMENT = "MEASUREMENT"
-    ADJUSTMENT = "ADJUSTMENT"
-    GOODBYE = "GOODBYE"
+    HELLO = words.HELLO
+    WHATS_NEXT = words.WHATS_NEXT
+    DESCRIPTION = words.DESCRIPTION
+    MEASUREMENT = words.MEASUREMENT
+    ADJUSTMENT = words.ADJUSTMENT
+    GOODBYE = words.GOODBYE
 
 
 class CommandName(StrEnum):
-    """What the optimizer answers a WHATS_NEXT with."""
+    """What the optimizer answers a WHATS_NEXT with (the words are the vocabulary's)."""
 
-    DESCRIBE = "DESCRIBE"
-    MEASURE = "MEASURE"
-    ADJUST = "ADJUST"
-    SLEEP = "SLEEP"
+    DESCRIBE = words.DESCRIBE
+    MEASURE = words.MEASURE
+    ADJUST = words.ADJUST
+    SLEEP = words.SLEEP
 
 
-RESULT_EVENT: dict[str, Event] = {
-    CommandName.DESCRIBE: Event.DESCRIPTION,
-    CommandName.MEASURE: Event.MEASUREMENT,
-    CommandName.ADJUST: Event.ADJUSTMENT,
-}
+RESULT_EVENT: dict[str, Event] = {CommandName(cmd): Event(event) for cmd, event in words.RESULT_EVENT.items()}
 """The event that carries a command's result and progress (SLEEP has none)."""
 
+# Types of the statuses: the same words as the vocabulary's OPTIMIZER_STATUSES and SERVO_STATUSES
+# (a Literal must spell them out; tests/protocol/test_protocol_vocabulary.py checks they agree).
 OptimizerStatusName = Literal["ok", "invalid", "unexpected-event", "cancel"]
 ServoStatusName = Literal["ok", "failed", "rejected", "aborted", "cancelled"]
 

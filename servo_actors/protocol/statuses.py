@@ -16,10 +16,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-SERVO_STATUSES = ("ok", "failed", "rejected", "aborted", "cancelled")
-"""Every status a result may carry."""
-FAILURE_STATUSES = ("failed", "rejected", "aborted", "cancelled")
-"""The statuses of a result that is not ok (what ``ConnectorFailure`` and ``failure_result`` take)."""
+from servo_actors.vocabulary import FAILURE_STATUSES, SERVO_STATUSES
+
+# SERVO_STATUSES (every status a result may carry) and FAILURE_STATUSES (those of a result that is
+# not ok: what ``ConnectorFailure`` and ``failure_result`` take) are the vocabulary's.
 FALLBACK_STATUS = "failed"
 """What an unknown status becomes."""
 WORD_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
