@@ -442,7 +442,8 @@ class Runner:
         cannot be reloaded this way; that reload fails and says why.
         """
         assert self.runtime is not None
-        from servo_actors.config.loading import load_config, require_optimizer
+        from servo_actors.config.loading import require_optimizer
+        from servo_actors.connectors.registry import load_config
 
         source = self.config_path or "servo.yaml"
         try:

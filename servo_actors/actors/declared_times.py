@@ -21,8 +21,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from servo_actors.actors import messages as m
-from servo_actors.config.connector_types import connector_class_at
 from servo_actors.connectors.base import Connector, Control
+from servo_actors.connectors.registry import connector_class_at
 
 DECLARED_MAX = 7 * 24 * 3600.0
 """Most seconds a declaration counts for (a week): a deadline stays a deadline."""

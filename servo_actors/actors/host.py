@@ -54,8 +54,8 @@ from servo_actors.actors.plain_data import (
     type_name,
 )
 from servo_actors.actors.results import NOT_INVOLVED, ConnectorOutcome
-from servo_actors.config.connector_types import connector_class_at
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control
+from servo_actors.connectors.registry import connector_class_at
 from servo_actors.observability import log_relay
 
 PARENT_CHECK_INTERVAL = timedelta(seconds=2)

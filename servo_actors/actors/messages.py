@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servo_actors.actors.results import ConnectorOutcome, OperationResult
-from servo_actors.config.models import DEFAULT_MAX_RESULT_BYTES
+from servo_actors.config import defaults
 from servo_actors.connectors.base import Control
 
 # ----- child specs and status --------------------------------------------------------------------
@@ -29,30 +29,31 @@ class ChildSpec:
 
     name: str
     type: str
-    restart: str = "permanent"
-    shutdown_timeout: float = 1.0
+    restart: str = defaults.RESTART
+    shutdown_timeout: float = defaults.SHUTDOWN_TIMEOUT
     config: dict[str, Any] = field(default_factory=dict)
     import_path: str | None = None
     """``module:Class`` the type resolved to in the servo, so a fresh host need not resolve again."""
-    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    max_result_bytes: int = defaults.MAX_RESULT_BYTES
     """Most bytes the connector's result may pickle to (supervisor.max_result_bytes)."""
-    descendant_tracking: str = "auto"
+    descendant_tracking: str = defaults.DESCENDANT_TRACKING
     """How the host contains the processes the connector starts (supervisor.descendant_tracking)."""
 
 
 @dataclass(frozen=True)
 class SupervisorSettings:
-    """The supervisor's own settings (from ``SupervisorConfig``), durations in seconds."""
+    """The supervisor's own settings (from ``SupervisorConfig``), durations in seconds; each default
+    is servo.yaml's (``config.defaults``)."""
 
-    strategy: str = "one_for_one"
-    max_restarts: int = 5
-    period: float = 30.0
-    backoff_min: float = 0.1
-    backoff_max: float = 30.0
-    backoff_jitter: float = 0.2
-    operation_grace: float = 30.0
-    startup_timeout: float = 30.0
-    failed_retry: float = 300.0
+    strategy: str = defaults.STRATEGY
+    max_restarts: int = defaults.MAX_RESTARTS
+    period: float = defaults.PERIOD
+    backoff_min: float = defaults.BACKOFF_MIN
+    backoff_max: float = defaults.BACKOFF_MAX
+    backoff_jitter: float = defaults.BACKOFF_JITTER
+    operation_grace: float = defaults.OPERATION_GRACE
+    startup_timeout: float = defaults.STARTUP_TIMEOUT
+    failed_retry: float = defaults.FAILED_RETRY
     convention: Any = None
     """``convention.ConventionSettings`` when connectors may run on member systems, else None."""
 

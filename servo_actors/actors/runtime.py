@@ -72,9 +72,9 @@ from servo_actors.actors.results import OPERATIONS, OperationResult, aggregate
 from servo_actors.actors.supervision_operation import operation_deadline
 from servo_actors.actors.system import ActorSystemHandle
 from servo_actors.actors.watchdog import STOPPED_STATES, Watchdog
-from servo_actors.config.connector_types import resolve_connector_type
 from servo_actors.config.models import ServoConfig
 from servo_actors.connectors.base import Control
+from servo_actors.connectors.registry import resolve_connector_type, validate_connector_config
 from servo_actors.errors import ConfigError, SupervisorError
 from servo_actors.observability import events
 from servo_actors.vocabulary import SUPERVISOR_LOST
@@ -173,11 +173,10 @@ def child_specs(config: ServoConfig) -> tuple[m.ChildSpec, ...]:
             cls = resolve_connector_type(spec.type)
         except ConfigError as exc:
             raise ConfigError(exc.detail, key=f"{where}.type") from None
-        if cls.config_model is not None:
-            try:
-                cls.config_model.model_validate(spec.config)
-            except ValidationError as exc:
-                raise ConfigError(_validation_text(exc), key=f"{where}.config") from None
+        try:
+            validate_connector_config(cls, spec.config)
+        except ValidationError as exc:
+            raise ConfigError(_validation_text(exc), key=f"{where}.config") from None
         timeout = spec.shutdown_timeout if spec.shutdown_timeout is not None else default_shutdown
         import_path = f"{cls.__module__}:{cls.__qualname__}"
         specs.append(

@@ -8,13 +8,8 @@ import click
 import yaml
 
 from servo_actors.cli.context import CliState, echo_json, format_table, json_option, pass_state
-from servo_actors.config import (
-    ServoConfig,
-    connector_type_infos,
-    effective_config,
-    read_token,
-    resolve_connector_type,
-)
+from servo_actors.config import ServoConfig, read_token
+from servo_actors.connectors.registry import connector_type_infos, effective_config, resolve_connector_type
 from servo_actors.errors import ConfigError
 
 

@@ -27,7 +27,8 @@ from typing import Any, TextIO
 
 import click
 
-from servo_actors.config import OptimizerConfig, ServoConfig, load_config, require_optimizer
+from servo_actors.config import OptimizerConfig, ServoConfig, require_optimizer
+from servo_actors.connectors.registry import load_config
 
 
 @dataclass

@@ -7,21 +7,19 @@
     config = load_config("servo.yaml")         # ConfigError listing every problem, if any
     optimizer = require_optimizer(config)      # ConfigError when no optimizer is configured
     token = read_token(optimizer)              # SecretStr | None
+
+Connector types are resolved, and their settings validated, by ``servo_actors.connectors.registry``
+(whose ``load_config`` does both after this one): loading here imports no connector code.
 """
 
-from servo_actors.config.connector_types import (
-    BUILTIN_CONNECTORS,
-    ENTRY_POINT_GROUP,
-    ConnectorTypeInfo,
-    available_connector_types,
-    connector_type_infos,
-    resolve_connector_type,
-    validate_connector_config,
-)
-from servo_actors.config.display import effective_config
+from typing import Any
+
+from servo_actors.config import connector_types as _connector_types
+from servo_actors.config.display import ConnectorSettings, effective_config
 from servo_actors.config.loading import (
     CONFIG_PATH_ENV,
     DEFAULT_CONFIG_PATH,
+    ConnectorCheck,
     config_path,
     load_config,
     require_optimizer,
@@ -42,14 +40,13 @@ from servo_actors.config.problems import ConfigProblem
 from servo_actors.config.secrets import read_token
 
 __all__ = [
-    "BUILTIN_CONNECTORS",
     "CONFIG_PATH_ENV",
     "DEFAULT_CONFIG_PATH",
-    "ENTRY_POINT_GROUP",
     "Backoff",
     "ConfigProblem",
+    "ConnectorCheck",
+    "ConnectorSettings",
     "ConnectorSpec",
-    "ConnectorTypeInfo",
     "Duration",
     "MetricsConfig",
     "OptimizerConfig",
@@ -58,13 +55,18 @@ __all__ = [
     "Settings",
     "SupervisorConfig",
     "Timeouts",
-    "available_connector_types",
     "config_path",
-    "connector_type_infos",
     "effective_config",
     "load_config",
     "read_token",
     "require_optimizer",
-    "resolve_connector_type",
-    "validate_connector_config",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The connector-type names this package used to export (BUILTIN_CONNECTORS,
+    resolve_connector_type, ...): deprecated, forwarded to ``servo_actors.connectors.registry``
+    on first use (README, "Migration notes")."""
+    if name in _connector_types.MOVED_NAMES:
+        return getattr(_connector_types, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,39 +2,47 @@
 
 ``servo-actors config`` prints this. It is also valid input: loading it again gives the same
 configuration (apart from masked secrets). Durations are written ``"1m30s"`` where that is exact,
-else as seconds. Each connector's ``config`` is shown as its ``config_model`` sees it (defaults
-filled in, ``SecretStr`` fields masked); values under secret-looking keys are masked in any case.
+else as seconds. Given ``connector_settings`` (``servo_actors.connectors.registry`` has one), each
+connector's ``config`` is shown as its ``config_model`` sees it (defaults filled in, ``SecretStr``
+fields masked), else as written; values under secret-looking keys are masked in any case.
 """
 
 from __future__ import annotations
 
 import typing
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, BeforeValidator
 
-from servo_actors.config.connector_types import resolve_connector_type, validate_connector_config
 from servo_actors.config.models import ServoConfig
 from servo_actors.config.problems import is_secret_key
 from servo_actors.durations import format_duration, parse_duration
-from servo_actors.errors import ConfigError
 from servo_actors.logs import MASK
 
+__all__ = ["ConnectorSettings", "effective_config"]
 
-def effective_config(config: ServoConfig) -> dict[str, Any]:
+ConnectorSettings = Callable[[str, Mapping[str, Any]], Any]
+"""``(type_name, raw settings)``: the settings as the connector type's model has them (a pydantic
+model or a mapping), or None to show them as written."""
+
+
+def effective_config(
+    config: ServoConfig, connector_settings: ConnectorSettings | None = None
+) -> dict[str, Any]:
     """``config`` as JSON-able data with secrets shown as ``**********``."""
     data = _readable(ServoConfig, config.model_dump(mode="json"))
     for spec, shown in zip(config.connectors, data["connectors"], strict=True):
-        shown["config"] = _mask_secret_keys(_connector_config(spec.type, spec.config))
+        shown["config"] = _mask_secret_keys(_connector_config(spec.type, spec.config, connector_settings))
     return data
 
 
-def _connector_config(type_name: str, raw: dict[str, Any]) -> Any:
+def _connector_config(
+    type_name: str, raw: dict[str, Any], connector_settings: ConnectorSettings | None
+) -> Any:
     """The connector's config as its model has it, or the raw mapping when there is no model."""
-    try:
-        connector_class = resolve_connector_type(type_name)
-        validated = validate_connector_config(connector_class, raw)
-    except (ConfigError, ValueError):
+    validated = connector_settings(type_name, raw) if connector_settings is not None else None
+    if validated is None:
         return raw
     if isinstance(validated, BaseModel):
         return _readable(type(validated), validated.model_dump(mode="json"))

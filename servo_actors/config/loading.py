@@ -5,6 +5,11 @@
     config = load_config()                 # -c PATH, else $SERVO_CONFIG, else ./servo.yaml
     optimizer = require_optimizer(config)  # only where an optimizer is needed (run)
 
+Connector types are not resolved here: each connector's ``config`` stays the raw mapping with its
+type name, so loading a file imports no connector (plugin) code. The layers above pass a
+``connector_check`` (``servo_actors.connectors.registry`` has one, and a ``load_config`` that
+passes it), whose problems join the file's others.
+
 Every problem found is reported together in one ConfigError, one line each, so a user fixes the
 file in one pass rather than one error per run::
 
@@ -19,11 +24,10 @@ import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from servo_actors.config.connector_types import resolve_connector_type, validate_connector_config
 from servo_actors.config.environment import apply_env_overrides
 from servo_actors.config.models import OptimizerConfig, ServoConfig
 from servo_actors.config.problems import ConfigProblem, config_error, problems_from_validation
@@ -31,10 +35,28 @@ from servo_actors.config.yaml_file import read_yaml_mapping
 from servo_actors.errors import ConfigError
 from servo_actors.logs import register_secret
 
+__all__ = [
+    "CONFIG_PATH_ENV",
+    "DEFAULT_CONFIG_PATH",
+    "ConnectorCheck",
+    "config_path",
+    "load_config",
+    "require_optimizer",
+]
+
 log = logging.getLogger(__name__)
 
 DEFAULT_CONFIG_PATH = "servo.yaml"
 CONFIG_PATH_ENV = "SERVO_CONFIG"
+
+
+class ConnectorCheck(Protocol):
+    """What is wrong with connector ``index`` of ``source`` (its type and its settings), as
+    problems keyed ``connectors[INDEX].type`` / ``connectors[INDEX].config...``; empty when nothing."""
+
+    def __call__(
+        self, type_name: str, settings: Mapping[str, Any], *, source: str, index: int
+    ) -> list[ConfigProblem]: ...
 
 
 def config_path(path: str | Path | None = None, env: Mapping[str, str] = os.environ) -> Path:
@@ -48,13 +70,14 @@ def load_config(
     path: str | Path | None = None,
     env: Mapping[str, str] = os.environ,
     *,
-    check_connectors: bool = True,
+    connector_check: ConnectorCheck | None = None,
 ) -> ServoConfig:
     """The validated configuration, after environment overrides.
 
-    With ``check_connectors`` (the default) every connector's type is resolved (imported) and its
-    ``config`` validated against the type's ``config_model``. Raises one ConfigError listing every
-    problem as ``SOURCE: key.path: what is wrong``.
+    With a ``connector_check``, each connector entry that has no problem of its own is checked by
+    it (``servo_actors.connectors.registry`` resolves the type and validates its ``config``);
+    without one, connector types are not looked at. Raises one ConfigError listing every problem as
+    ``SOURCE: key.path: what is wrong``.
     """
     file = config_path(path, env)
     source = str(file)
@@ -69,8 +92,8 @@ def load_config(
         config = ServoConfig.model_validate(raw)
     except ValidationError as exc:
         problems += problems_from_validation(exc, model=ServoConfig, source=source, env_sources=env_sources)
-    if check_connectors:
-        problems += _connector_problems(raw.get("connectors"), source, already=problems)
+    if connector_check is not None:
+        problems += _connector_problems(raw.get("connectors"), source, connector_check, already=problems)
     if problems or config is None:
         raise config_error(problems)
 
@@ -119,8 +142,10 @@ def _anchor_secret_file(raw: dict[str, Any], file: Path) -> None:
             convention["secret_file"] = str(file.parent / secret_file)
 
 
-def _connector_problems(entries: object, source: str, *, already: list[ConfigProblem]) -> list[ConfigProblem]:
-    """Resolve each connector's type and validate its config against the type's config_model.
+def _connector_problems(
+    entries: object, source: str, check: ConnectorCheck, *, already: list[ConfigProblem]
+) -> list[ConfigProblem]:
+    """``check`` on each raw connector entry.
 
     Works on the raw entries so that it runs even when another part of the file is wrong; an
     entry that already has a problem of its own (no name, a type that is not a string) is skipped.
@@ -134,23 +159,5 @@ def _connector_problems(entries: object, source: str, *, already: list[ConfigPro
             continue
         if not isinstance(entry, dict) or not isinstance(entry.get("type"), str):
             continue
-        try:
-            connector_class = resolve_connector_type(entry["type"])
-        except ConfigError as exc:
-            problems.append(ConfigProblem(source, f"{key}.type", exc.detail))
-            continue
-        try:
-            validate_connector_config(connector_class, entry.get("config") or {})
-        except ValidationError as exc:
-            problems += problems_from_validation(
-                exc, model=connector_class.config_model, source=source, prefix=("connectors", index, "config")
-            )
-        except Exception as exc:  # a connector's own validator crashed: still a problem with this entry
-            problems.append(
-                ConfigProblem(
-                    source,
-                    f"{key}.config",
-                    f"{connector_class.__name__}.config_model failed: {type(exc).__name__}: {exc}",
-                )
-            )
+        problems += check(entry["type"], entry.get("config") or {}, source=source, index=index)
     return problems

@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from servo_actors.config import defaults
 from servo_actors.config.listen import format_listen, parse_listen
 from servo_actors.durations import parse_duration
 from servo_actors.endpoints import parse_endpoint
@@ -48,8 +49,8 @@ Duration = Annotated[
 ORG_RE = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9.-]{4,49}$")
 APP_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 DEFAULT_BASE_URL = "https://api.opsani.com"
-DEFAULT_MAX_RESULT_BYTES = 4 * 1024 * 1024
-"""Default bound of one connector's result, pickled (supervisor.max_result_bytes)."""
+DEFAULT_MAX_RESULT_BYTES = defaults.MAX_RESULT_BYTES
+"""Default bound of one connector's result, pickled (supervisor.max_result_bytes; config.defaults)."""
 DescendantTracking = Literal["auto", "cgroup-v2", "cgroup-v1", "subreaper"]
 CAPABILITY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 """A capability's name, as ``servo-actors agent --capability NAME[=VALUE]`` offers it."""
@@ -216,11 +217,11 @@ class Settings(_Strict):
 class RestartBackoff(_Strict):
     """Delay before restarting a crash-looping connector: exponential with jitter."""
 
-    min: Duration = 0.1
+    min: Duration = defaults.BACKOFF_MIN
     """Delay before the first restart after a crash."""
-    max: Duration = 30.0
+    max: Duration = defaults.BACKOFF_MAX
     """Longest delay between restarts."""
-    jitter: float = Field(0.2, ge=0.0, le=1.0)
+    jitter: float = Field(defaults.BACKOFF_JITTER, ge=0.0, le=1.0)
     """Random spread, as a fraction of the delay (0-1)."""
 
     @model_validator(mode="after")
@@ -313,22 +314,24 @@ class PlacementConfig(_Strict):
 class SupervisorConfig(_Strict):
     """Supervision of the connector processes (OTP-style; architecture.md)."""
 
-    strategy: Literal["one_for_one", "one_for_all", "rest_for_one"] = "one_for_one"
+    # Each default is written once, in config/defaults.py (actors/messages.py uses them too).
+
+    strategy: Literal["one_for_one", "one_for_all", "rest_for_one"] = defaults.STRATEGY
     """What a crash restarts: that connector, all of them, or it and those after it."""
-    max_restarts: int = Field(5, ge=0)
+    max_restarts: int = Field(defaults.MAX_RESTARTS, ge=0)
     """Restart intensity, per connector: more than this many restarts within period, or failed
     starts in a row, and the connector is marked failed (the others go on)."""
-    period: Duration = 30.0
+    period: Duration = defaults.PERIOD
     """The window of the restart intensity."""
-    shutdown_timeout: Duration = 1.0
+    shutdown_timeout: Duration = defaults.SHUTDOWN_TIMEOUT
     """Grace before SIGKILL when stopping a connector (0: kill at once)."""
     restart_backoff: RestartBackoff = RestartBackoff()
-    operation_grace: Duration = 30.0
+    operation_grace: Duration = defaults.OPERATION_GRACE
     """Added to an operation's expected time (warmup + duration + delay + settlement) for its deadline."""
-    startup_timeout: Duration = 30.0
+    startup_timeout: Duration = defaults.STARTUP_TIMEOUT
     """How long a fresh connector's startup() may take before it counts as a failed start (its
     part of each command then fails naming it; the servo does not wait for it)."""
-    failed_retry: Duration = 300.0
+    failed_retry: Duration = defaults.FAILED_RETRY
     """A connector past its restart intensity is marked failed; it is tried again this often."""
     run_dir: str | None = None
     """Where the actor system keeps its logs (connectors.log, Thespian's own). Default: a temporary
@@ -336,7 +339,7 @@ class SupervisorConfig(_Strict):
     max_result_bytes: int = Field(DEFAULT_MAX_RESULT_BYTES, ge=1)
     """Most bytes one connector's result may take (as sent, pickled); larger fails its part with
     reason result-too-large."""
-    descendant_tracking: DescendantTracking = "auto"
+    descendant_tracking: DescendantTracking = defaults.DESCENDANT_TRACKING
     """How every process a connector starts is found and killed with it, even one that left its
     session or process group: each connector in its own cgroup (cgroup-v2: cgroup.kill; cgroup-v1:
     the freezer hierarchy) besides the process tree and a child subreaper (subreaper: those two
@@ -356,7 +359,7 @@ class ConnectorSpec(_Strict):
     """Unique name: letters, digits, '_', '.', '-' (at most 63)."""
     type: str
     """A built-in type, an installed entry point (group servo_actors.connectors), or package.module:Class."""
-    restart: Literal["permanent", "transient", "temporary"] = "permanent"
+    restart: Literal["permanent", "transient", "temporary"] = defaults.RESTART
     """permanent: always restarted; transient: only after a crash; temporary: never."""
     shutdown_timeout: Duration | None = None
     """Grace before SIGKILL for this connector; default: supervisor.shutdown_timeout."""

@@ -14,7 +14,14 @@ Cholesky factorization of an n x n matrix, with jitter added until it succeeds; 
 points a search has, a fit takes about a millisecond and predicting thousands of points less.
 
 ``predict(xs)`` gives the posterior mean and standard deviation of the *latent* function (noise
-excluded) at each row of ``xs``, in the output's own units.
+excluded) at each row of ``xs``, in the output's own units; ``correlation`` the posterior
+covariance of two sets of points, in units of the signal variance.
+
+``Surrogate`` is the same process for several outputs measured at the same inputs (the
+objective, each constraint's margin), one point at a time in plain lists: what the strategy's
+trust region (strategy.py) reads. This is the search's only Gaussian process: acquisition.py and
+strategy.py both use it (surrogate.py, a pure-Python one, was retired by issue 24; on
+scripts/bench_search.py this one searched better and faster: BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -35,6 +42,20 @@ RIDGE = 0.1
 """Ridge penalty on the trend's slopes (outputs standardized, features within 0-1)."""
 JITTER = 1e-8
 """Added to the diagonal, growing tenfold, until the Cholesky factorization succeeds."""
+__all__ = [
+    "INITIAL_SCALE",
+    "JITTER",
+    "LENGTH_SCALES",
+    "NOISE_RATIOS",
+    "RIDGE",
+    "SWEEPS",
+    "GaussianProcess",
+    "Prediction",
+    "Surrogate",
+    "matern52",
+    "squared_differences",
+]
+
 _JITTER_TRIES = 6
 _SQRT5 = np.sqrt(5.0)
 _TINY = 1e-12
@@ -173,3 +194,102 @@ class GaussianProcess:
         latent = np.maximum(1.0 - (whitened * whitened).sum(axis=0), _TINY)
         sd = np.sqrt(self.variance * latent)
         return self.center + self.spread * mean, self.spread * sd
+
+    def whitened(self, xs: np.ndarray, per_column: np.ndarray | None = None) -> np.ndarray:
+        """(n, m): ``L^-1 k(x, xs)``, the fitted points' kernel rows at ``xs``, whitened; the
+        posterior covariance of two points is their prior correlation minus the dot product of
+        their columns here (``Surrogate.covariance``)."""
+        xs = np.asarray(xs, dtype=float)
+        if per_column is None:
+            per_column = squared_differences(xs, self.x)
+        cross = matern52(np.einsum("mnd,d->mn", per_column, self.inverse_scales**2))
+        result: np.ndarray = np.einsum("ij,mj->im", self.lower_inverse, cross)
+        return result
+
+    def prior_correlation(self, a: Sequence[float], b: Sequence[float]) -> float:
+        """The kernel's correlation of two points (1 at the same point)."""
+        difference = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+        return float(matern52(np.asarray((difference * difference) @ self.inverse_scales**2)))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Each output's mean and standard deviation at one point (``Surrogate.predict``)."""
+
+    means: list[float]
+    sds: list[float]
+    whitened: list[np.ndarray]
+    """Per output, ``GaussianProcess.whitened`` at the point (for ``Surrogate.covariance``)."""
+
+
+class Surrogate:
+    """Several outputs measured at the same inputs, a ``GaussianProcess`` each; plain lists in and
+    out, one point at a time. Build it with ``Surrogate.fit``."""
+
+    def __init__(self, processes: list[GaussianProcess]) -> None:
+        self._processes = processes
+
+    @classmethod
+    def fit(
+        cls,
+        inputs: Sequence[Sequence[float]],
+        outputs: Sequence[Sequence[float]],
+        groups: Sequence[Sequence[int]] | None = None,
+    ) -> Surrogate | None:
+        """Fit every output on the same ``inputs``; ``groups`` lists the columns sharing a length
+        scale (default: each column its own). None with fewer than two points, no outputs, or an
+        output the process cannot be fitted to."""
+        if len(inputs) < 2 or not outputs:
+            return None
+        x = np.asarray([list(row) for row in inputs], dtype=float)
+        if groups is None:
+            groups = [(column,) for column in range(x.shape[1])]
+        processes = []
+        for y in outputs:
+            process = GaussianProcess.fit(x, y, groups)
+            if process is None:
+                return None
+            processes.append(process)
+        return cls(processes)
+
+    @property
+    def length_scales(self) -> list[float]:
+        """Each output's shortest length scale (its only one with a single group of columns)."""
+        return [float(p.length_scales.min()) for p in self._processes]
+
+    @property
+    def noise_ratios(self) -> list[float]:
+        """Each output's measurement noise, as a fraction of its signal variance."""
+        return [p.noise for p in self._processes]
+
+    def predict(self, x: Sequence[float]) -> Prediction:
+        """Every output's mean and standard deviation at ``x`` (in the outputs' own units)."""
+        return self.predict_all([x])[0]
+
+    def predict_all(self, xs: Sequence[Sequence[float]]) -> list[Prediction]:
+        """``predict`` at each of ``xs``, in one pass per output."""
+        if not xs:
+            return []
+        rows = np.asarray([list(x) for x in xs], dtype=float)
+        per_column = squared_differences(rows, self._processes[0].x)
+        fitted = []
+        for process in self._processes:
+            mean, sd = process.predict(rows, per_column)
+            fitted.append((mean.tolist(), sd.tolist(), process.whitened(rows, per_column)))
+        return [
+            Prediction(
+                [means[k] for means, _, _ in fitted],
+                [sds[k] for _, sds, _ in fitted],
+                [whitened[:, k] for _, _, whitened in fitted],
+            )
+            for k in range(len(rows))
+        ]
+
+    def covariance(
+        self, output: int, a: Sequence[float], a_pred: Prediction, b: Sequence[float], b_pred: Prediction
+    ) -> float:
+        """Posterior covariance of ``output`` at two points (``a_pred``, ``b_pred``: their
+        predictions), in units of that output's signal variance."""
+        process = self._processes[output]
+        shared = float(a_pred.whitened[output] @ b_pred.whitened[output])
+        return process.prior_correlation(a, b) - shared

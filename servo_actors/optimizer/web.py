@@ -1,7 +1,9 @@
 """The embedded optimizer's HTTP layer: routes, body limits, tokens, static files, connections.
 
 ``OptimizerServer`` (server.py) owns the protocol; this module turns HTTP requests into calls on
-it and its answers into HTTP responses. Nothing here decides what to answer a servo.
+it and its answers into HTTP responses. Nothing here decides what to answer a servo. What it calls
+is written here as Protocols (``ServedOptimizer``, ``ServedApplication``, ``ServedFault``), so this
+module never imports server.py (which imports it); mypy checks that the server's classes fit them.
 """
 
 from __future__ import annotations
@@ -12,16 +14,14 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from servo_actors.protocol.json_bounds import MAX_NESTING
-
-if TYPE_CHECKING:
-    from servo_actors.optimizer.server import Application, OptimizerServer
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,47 @@ def error_reply(status: int, detail: str) -> Reply:
     return Reply(status, {"detail": detail})
 
 
+class ServedFault(Protocol):
+    """How to misanswer one request (``server.Fault``): stall first, then ``status`` with ``body``."""
+
+    @property
+    def stall(self) -> float: ...
+    @property
+    def status(self) -> int | None: ...
+    @property
+    def body(self) -> bytes | None: ...
+    @property
+    def content_type(self) -> str: ...
+
+
+class ServedApplication(Protocol):
+    """One application as the HTTP layer calls it (``server.Application``)."""
+
+    def state(self) -> dict[str, Any]: ...
+    def cancel(self, reason: str, message: str, cmd_uid: str | None) -> dict[str, Any]: ...
+    def authorized(self, headers: Any) -> bool: ...
+    def fault_for(self, event: str, param: Any) -> ServedFault | None: ...
+    def answer(self, body: dict[str, Any]) -> Reply: ...
+    def record(self, entry: dict[str, Any]) -> None: ...
+
+
+class ServedOptimizer(Protocol):
+    """The optimizer as the HTTP layer calls it (``server.OptimizerServer``)."""
+
+    @property
+    def applications(self) -> Sequence[ServedApplication]: ...
+    @property
+    def first(self) -> ServedApplication: ...
+    @property
+    def servo_path(self) -> str: ...
+    def application(self, name: str | None = None) -> ServedApplication: ...
+    def for_path(self, org: str, app: str) -> ServedApplication | None: ...
+    def names(self) -> str: ...
+    def admin_authorized(self, headers: Any) -> bool: ...
+    def hold(self, seconds: float) -> bool: ...
+    def overview(self) -> dict[str, Any]: ...
+
+
 def _auth_form(headers: Any) -> str | None:
     """Which token header a request carried (never its value): for the history and tests."""
     if headers.get("X-SF-Token") is not None:
@@ -75,7 +116,7 @@ class HttpServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], optimizer: OptimizerServer) -> None:
+    def __init__(self, address: tuple[str, int], optimizer: ServedOptimizer) -> None:
         self.optimizer = optimizer
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
@@ -114,7 +155,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "servo-actors-optimizer"
 
     @property
-    def optimizer(self) -> OptimizerServer:
+    def optimizer(self) -> ServedOptimizer:
         return self.server.optimizer
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
@@ -213,7 +254,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
         return self._servo(self.optimizer.first)
 
-    def _application(self, body: Any) -> tuple[Application | None, Reply | None]:
+    def _application(self, body: Any) -> tuple[ServedApplication | None, Reply | None]:
         """The application named by ``?app=`` or the body's ``app`` (else the only one), or an error reply."""
         names = parse_qs(urlsplit(self.path).query).get("app", [])
         name = names[0] if names else None
@@ -243,7 +284,7 @@ class _Handler(BaseHTTPRequestHandler):
             return error_reply(400, f"cmd_uid must be a string, not {type(cmd_uid).__name__}")
         return Reply(200, application.cancel(reason, message, cmd_uid))
 
-    def _servo(self, application: Application) -> Reply | None:
+    def _servo(self, application: ServedApplication) -> Reply | None:
         started = time.time()
         if not application.authorized(self.headers):
             self._discard_body()
@@ -310,7 +351,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True  # simplest way not to misread an unread body as the next request
 
     def _remember(
-        self, application: Application, started: float, body: Any, reply: Reply, *, fault: bool = False
+        self, application: ServedApplication, started: float, body: Any, reply: Reply, *, fault: bool = False
     ) -> None:
         entry: dict[str, Any] = {
             "at": started,

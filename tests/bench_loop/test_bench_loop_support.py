@@ -12,7 +12,7 @@ from bench_support.agents import servo_actors_config, servox_config
 from bench_support.phases import cancel_timings
 from bench_support.report import END_MARK, START_MARK, render, write_section
 
-from servo_actors.config.loading import load_config
+from servo_actors.connectors.registry import load_config
 
 pytestmark = pytest.mark.timeout(60)
 

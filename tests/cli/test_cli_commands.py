@@ -15,7 +15,8 @@ import yaml
 from servo_actors import __version__
 from servo_actors.cli import ServoGroup, cli
 from servo_actors.cli.context import color_enabled, format_table, styled
-from servo_actors.config import BUILTIN_CONNECTORS, ServoConfig, effective_config, load_config
+from servo_actors.config import ServoConfig
+from servo_actors.connectors.registry import BUILTIN_CONNECTORS, effective_config, load_config
 from servo_actors.errors import (
     ConfigError,
     ConnectorError,

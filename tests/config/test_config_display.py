@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from servo_actors.config import effective_config, load_config
+from servo_actors.connectors.registry import effective_config, load_config
 from servo_actors.logs import MASK
 
 FILE_TOKEN = "file-token-0123456789"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from servo_actors.config import effective_config, load_config
+from servo_actors.connectors.registry import effective_config, load_config
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "config").glob("*.yaml"))
 

@@ -7,14 +7,8 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from servo_actors.config import (
-    ServoConfig,
-    config_path,
-    load_config,
-    read_token,
-    require_optimizer,
-    validate_connector_config,
-)
+from servo_actors.config import ServoConfig, config_path, read_token, require_optimizer
+from servo_actors.connectors.registry import load_config, validate_connector_config
 from servo_actors.errors import ConfigError
 
 MINIMAL = "optimizer: {id: example.com/web}\n"
@@ -216,3 +210,30 @@ def test_duplicate_keys_are_refused_at_any_depth(write_config) -> None:
 def test_a_directory_is_not_a_config(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="is a directory"):
         load_config(tmp_path, env={})
+
+
+def test_config_alone_imports_no_connector_code(write_config) -> None:
+    """Without a connector check, config keeps the type name and the raw settings: nothing imported."""
+    from servo_actors.config import load_config as load_config_only
+
+    path = write_config("bogus: 1\nconnectors: [{name: a, type: nope.missing:Thing, config: {x: 1}}]\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config_only(path, env={})
+    assert [p.key for p in caught.value.problems] == ["bogus"]
+    config = load_config_only(
+        write_config("connectors: [{name: a, type: nope.missing:Thing, config: {x: 1}}]\n"), env={}
+    )
+    assert (config.connectors[0].type, config.connectors[0].config) == ("nope.missing:Thing", {"x": 1})
+
+
+def test_the_moved_connector_type_names_still_import_from_config() -> None:
+    """servo_actors.config(.connector_types) forwards the names that moved to the registry (README, Migration notes)."""
+    from servo_actors import config
+    from servo_actors.config import connector_types
+    from servo_actors.connectors import registry
+
+    for name in connector_types.MOVED_NAMES:
+        assert getattr(config, name) is getattr(registry, name)
+        assert getattr(connector_types, name) is getattr(registry, name)
+    with pytest.raises(AttributeError):
+        config.no_such_name  # noqa: B018

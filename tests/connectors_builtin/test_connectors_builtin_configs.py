@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from servo_actors.config.connector_types import resolve_connector_type
 from servo_actors.config.models import ServoConfig
 from servo_actors.connectors.base import ConnectorFailure, Control
+from servo_actors.connectors.registry import resolve_connector_type
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 EXAMPLES = {

@@ -8,8 +8,6 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from servo_actors.config.connector_types import resolve_connector_type
-from servo_actors.config.loading import load_config
 from servo_actors.config.models import ServoConfig
 from servo_actors.connectors.base import ConnectorFailure, Control
 from servo_actors.connectors.prometheus import (
@@ -21,6 +19,7 @@ from servo_actors.connectors.prometheus import (
     effective_step,
     series_id,
 )
+from servo_actors.connectors.registry import load_config, resolve_connector_type
 from servo_actors.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "prometheus.yaml"

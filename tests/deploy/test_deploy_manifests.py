@@ -9,8 +9,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from servo_actors.config.connector_types import available_connector_types
-from servo_actors.config.loading import load_config
+from servo_actors.connectors.registry import available_connector_types, load_config
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 SCHEMA_VERSIONS = ("1.27.0", "1.30.0", kubernetes_validate.utils.latest_version())
