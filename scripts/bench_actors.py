@@ -22,7 +22,8 @@ from pathlib import Path
 
 from bench_support.report import machine, write_section
 
-from servo_actors.actors import ServoRuntime, processes
+from servo_actors.actors import ServoRuntime
+from servo_actors.actors.linux import processes
 from servo_actors.config.models import ServoConfig
 
 ROOT = Path(__file__).resolve().parent.parent

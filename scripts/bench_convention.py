@@ -202,7 +202,6 @@ def _losses(args: dict[str, Any], trials: int, directory: Path, hang_file: Path)
 
 def worker(args: dict[str, Any]) -> dict[str, Any]:
     from servo_actors.actors import ServoRuntime
-
     directory = Path(args["directory"])
     hang_file = directory / "hang"
     out: dict[str, Any] = {}

@@ -33,7 +33,7 @@ from bench_support.optimizer import BenchError, BenchOptimizer, is_result
 from bench_support.processes import AgentProcess, launch, marked_pids, parent_pid
 from bench_support.report import load_average, machine, percentile, write_section
 
-from servo_actors.actors import processes
+from servo_actors.actors.linux import processes
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "BENCHMARKS.md"

@@ -42,9 +42,9 @@ from bench_support.processes import cpu_seconds
 from bench_support.report import load_average, machine, percentile, write_section
 from prometheus_client import generate_latest
 
-from servo_actors.actors import messages as m
-from servo_actors.actors.restart_ledger import RestartLedger
-from servo_actors.actors.results import ConnectorOutcome, aggregate
+from servo_actors.actors.rules import messages as m
+from servo_actors.actors.rules.restart_ledger import RestartLedger
+from servo_actors.actors.rules.results import ConnectorOutcome, aggregate
 from servo_actors.logs import JsonFormatter
 from servo_actors.observability import events
 from servo_actors.observability.health import HealthState

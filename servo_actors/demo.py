@@ -41,7 +41,7 @@ import requests
 import yaml
 
 from servo_actors import signals
-from servo_actors.actors import processes
+from servo_actors.actors.linux import processes
 from servo_actors.config import ServoConfig
 from servo_actors.errors import ServoError
 from servo_actors.runner import Runner

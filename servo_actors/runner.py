@@ -43,8 +43,8 @@ from typing import Any, TypeVar
 from servo_actors import USER_AGENT, __version__, observability
 from servo_actors.actors import Operation, OperationResult, ServoRuntime
 from servo_actors.actors.operation_path import WAIT_SLICE, InFlight, OperationPath, Reporter
-from servo_actors.actors.restart_policy import RestartIntensity
-from servo_actors.actors.results import NOT_UP_REASONS
+from servo_actors.actors.rules.restart_policy import RestartIntensity
+from servo_actors.actors.rules.results import NOT_UP_REASONS
 from servo_actors.actors.runtime import LOST_REASON, SupervisorLost
 from servo_actors.config import ServoConfig
 from servo_actors.connectors import Control

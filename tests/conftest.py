@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from servo_actors.actors import processes, system
+from servo_actors.actors.linux import processes
+from servo_actors.actors.transport import system
 from servo_actors.cli import cli
 
 SUPPORT = str(Path(__file__).parent / "support")

@@ -7,7 +7,7 @@ operation and sends the answers with the ``Begin``; the operation's deadline, in
 and in the runtime's watch on the supervisor, is the longest declared time, or the control's own
 times if longer, plus ``supervisor.operation_grace`` (``supervision_operation.operation_deadline``).
 
->>> from servo_actors.actors.messages import ChildSpec
+>>> from servo_actors.actors.rules.messages import ChildSpec
 >>> times = DeclaredTimes([ChildSpec("w", "wait", import_path="servo_actors.connectors.wait:WaitConnector")])
 >>> times.for_operation("adjust", Control(settlement=5))
 {}
@@ -20,7 +20,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from servo_actors.actors import messages as m
+from servo_actors.actors.rules import messages as m
 from servo_actors.connectors.base import Connector, Control
 from servo_actors.connectors.registry import connector_class_at
 

@@ -40,9 +40,10 @@ from typing import Any
 
 from thespian.actors import Actor, ThespianWatch, WakeupMessage, WatchMessage
 
-from servo_actors.actors import cgroups, descendants, processes
-from servo_actors.actors import messages as m
-from servo_actors.actors.plain_data import (
+from servo_actors.actors.linux import cgroups, descendants, processes
+from servo_actors.actors.rules import messages as m
+from servo_actors.actors.rules.results import NOT_INVOLVED, ConnectorOutcome
+from servo_actors.actors.transport.plain_data import (
     NotPlainData,
     PlainConverter,
     ResultTooLarge,
@@ -53,7 +54,6 @@ from servo_actors.actors.plain_data import (
     to_plain,
     type_name,
 )
-from servo_actors.actors.results import NOT_INVOLVED, ConnectorOutcome
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control
 from servo_actors.connectors.registry import connector_class_at
 from servo_actors.observability import log_relay

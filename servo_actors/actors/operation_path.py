@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from servo_actors.actors.results import OperationResult
+from servo_actors.actors.rules.results import OperationResult
 from servo_actors.connectors.base import Control
 from servo_actors.errors import SupervisorError
 from servo_actors.signals import StopRequested

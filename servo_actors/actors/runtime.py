@@ -62,16 +62,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from servo_actors.actors import descendants, processes
-from servo_actors.actors import messages as m
-from servo_actors.actors.convention import convention_settings, system_options
+from servo_actors.actors.convention.settings import convention_settings, system_options
 from servo_actors.actors.declared_times import DeclaredTimes
+from servo_actors.actors.linux import descendants, processes
+from servo_actors.actors.linux.watchdog import STOPPED_STATES, Watchdog
 from servo_actors.actors.operation_path import CANCEL_DEADLINE, OperationPath
-from servo_actors.actors.restart_ledger import RestartLedger
-from servo_actors.actors.results import OPERATIONS, OperationResult, aggregate
-from servo_actors.actors.supervision_operation import operation_deadline
-from servo_actors.actors.system import ActorSystemHandle
-from servo_actors.actors.watchdog import STOPPED_STATES, Watchdog
+from servo_actors.actors.rules import messages as m
+from servo_actors.actors.rules.restart_ledger import RestartLedger
+from servo_actors.actors.rules.results import OPERATIONS, OperationResult, aggregate
+from servo_actors.actors.rules.supervision_operation import operation_deadline
+from servo_actors.actors.transport.system import ActorSystemHandle
 from servo_actors.config.models import ServoConfig
 from servo_actors.connectors.base import Control
 from servo_actors.connectors.registry import resolve_connector_type, validate_connector_config

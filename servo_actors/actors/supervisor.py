@@ -43,10 +43,7 @@ from typing import Any
 
 from thespian.actors import Actor, ChildActorExited, PoisonMessage, ThespianWatch, WakeupMessage, WatchMessage
 
-from servo_actors.actors import descendants, lifeline, processes, system
-from servo_actors.actors import messages as m
-from servo_actors.actors.host import ConnectorHost, forking
-from servo_actors.actors.remote_hosts import (
+from servo_actors.actors.convention.remote_hosts import (
     HostLost,
     Placeable,
     RemoteGone,
@@ -55,8 +52,11 @@ from servo_actors.actors.remote_hosts import (
     RemoteSpawnFailed,
     Unplaced,
 )
-from servo_actors.actors.supervision import Supervision
-from servo_actors.actors.supervision_events import (
+from servo_actors.actors.host import ConnectorHost, forking
+from servo_actors.actors.linux import descendants, lifeline, processes
+from servo_actors.actors.rules import messages as m
+from servo_actors.actors.rules.supervision import Supervision
+from servo_actors.actors.rules.supervision_events import (
     CancelRequested,
     ChildExited,
     ChildHostLost,
@@ -82,6 +82,7 @@ from servo_actors.actors.supervision_events import (
     StopRequested,
     Tick,
 )
+from servo_actors.actors.transport import system
 
 TICK_BUSY = 0.25
 TICK_IDLE = 1.0

@@ -118,9 +118,9 @@ def agent_cmd(
     is away it keeps trying to join, waiting longer each time (--rejoin-min doubling up to
     --rejoin-max).
     """
-    from servo_actors.actors.agent import AgentOptions, run_agent
-    from servo_actors.actors.message_auth import key_from_file
-    from servo_actors.actors.system import check_listen_address
+    from servo_actors.actors.convention.agent import AgentOptions, run_agent
+    from servo_actors.actors.transport.message_auth import key_from_file
+    from servo_actors.actors.transport.system import check_listen_address
 
     if rejoin_min > rejoin_max:
         raise UsageError("--rejoin-min must not exceed --rejoin-max")

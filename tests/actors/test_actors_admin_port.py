@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from servo_actors.actors import processes
-from servo_actors.actors.system import ActorSystemHandle, port_is_taken
+from servo_actors.actors.linux import processes
+from servo_actors.actors.transport.system import ActorSystemHandle, port_is_taken
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -30,7 +30,7 @@ OTHER_READY = 30.0
 OTHER_SERVO = """
 import sys
 from pathlib import Path
-from servo_actors.actors.system import ActorSystemHandle
+from servo_actors.actors.transport.system import ActorSystemHandle
 handle = ActorSystemHandle(Path(sys.argv[1]))
 handle.start()
 print(handle.admin_port, handle.session_id, flush=True)
@@ -55,7 +55,7 @@ def test_a_port_another_servo_holds_is_said_in_one_line_and_a_free_one_used_at_o
         assert port_is_taken("127.0.0.1", taken)
         handle = ActorSystemHandle(tmp_path / "ours", admin_port=taken)
         began = time.monotonic()
-        with caplog.at_level(logging.WARNING, logger="servo_actors.actors.system"):
+        with caplog.at_level(logging.WARNING, logger="servo_actors.actors.transport.system"):
             handle.start()
         took = time.monotonic() - began
         print(f"start with the port taken: {took:.2f} s")

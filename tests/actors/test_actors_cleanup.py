@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from servo_actors.actors import ServoRuntime, processes
+from servo_actors.actors import ServoRuntime
+from servo_actors.actors.linux import processes
 from servo_actors.connectors.base import Control
 from servo_actors.errors import SupervisorError
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from servo_actors.actors import cgroups, descendants, processes
+from servo_actors.actors.linux import cgroups, descendants, processes
 from servo_actors.connectors.base import Control
 
 pytestmark = pytest.mark.timeout(120)
@@ -41,7 +41,8 @@ exec "$@"
 """Run in a private mount namespace: every cgroup hierarchy read-only, then exec the arguments."""
 SERVO_SCRIPT = """
 import json, sys
-from servo_actors.actors import ServoRuntime, cgroups
+from servo_actors.actors import ServoRuntime
+from servo_actors.actors.linux import cgroups
 from servo_actors.config.models import ServoConfig
 from servo_actors.connectors.base import Control
 

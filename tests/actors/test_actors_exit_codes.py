@@ -6,9 +6,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 
-from servo_actors.actors import processes, system
-from servo_actors.actors.descendants import unclaimed_children
-from servo_actors.actors.processes import ProcStat
+from servo_actors.actors.linux import processes
+from servo_actors.actors.linux.descendants import unclaimed_children
+from servo_actors.actors.linux.processes import ProcStat
+from servo_actors.actors.transport import system
 
 
 def test_an_exit_code_belongs_to_one_process_not_to_its_pid() -> None:

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from servo_actors.actors import processes
+from servo_actors.actors.linux import processes
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from servo_actors.actors import processes
 from servo_actors.actors.host import PROGRESS_MESSAGE_LIMIT
+from servo_actors.actors.linux import processes
 
 pytestmark = pytest.mark.timeout(120)
 

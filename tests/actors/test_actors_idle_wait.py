@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from servo_actors.actors import processes
+from servo_actors.actors.linux import processes
 from servo_actors.signals import SignalWatcher
 
 pytestmark = pytest.mark.timeout(60)

@@ -23,7 +23,7 @@ import pytest
 import yaml
 from marked_processes import MARKER_VAR, marked_pids
 
-from servo_actors.actors import lifeline, processes
+from servo_actors.actors.linux import lifeline, processes
 from servo_actors.optimizer.server import OptimizerServer
 
 pytestmark = pytest.mark.timeout(120)

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from servo_actors.actors import message_auth, processes
+from servo_actors.actors.linux import processes
+from servo_actors.actors.transport import message_auth
 from servo_actors.errors import SupervisorError
 
 pytestmark = pytest.mark.timeout(90)
@@ -142,7 +143,7 @@ def test_a_frame_tagged_with_another_key_is_refused(start_runtime, kit, tmp_path
 ANOTHER_RUN = textwrap.dedent(
     """
     import sys
-    from servo_actors.actors import message_auth
+    from servo_actors.actors.transport import message_auth
     message_auth.ensure_key()  # that run's own random key
     payload = bytes.fromhex(sys.argv[1])
     print(message_auth.authenticated_frame(payload, serialize=lambda raw: raw).hex())
@@ -241,7 +242,8 @@ def test_a_key_file_must_be_private_and_long_enough(tmp_path: Path) -> None:
 SHARED_KEY_SERVO = textwrap.dedent(
     """
     import json, sys, time
-    from servo_actors.actors import ServoRuntime, message_auth
+    from servo_actors.actors import ServoRuntime
+    from servo_actors.actors.transport import message_auth
     from servo_actors.config.models import ServoConfig
 
     message_auth.install_key(message_auth.key_from_file(sys.argv[2]))

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from servo_actors.actors import ServoRuntime
-from servo_actors.actors import messages as m
-from servo_actors.actors.results import ConnectorOutcome, aggregate
+from servo_actors.actors.rules import messages as m
+from servo_actors.actors.rules.results import ConnectorOutcome, aggregate
 from servo_actors.connectors.base import Control
 from servo_actors.errors import ConfigError, SupervisorError
 

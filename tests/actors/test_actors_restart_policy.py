@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from servo_actors.actors.restart_policy import (
+from servo_actors.actors.rules.restart_policy import (
     RestartBackoff,
     RestartIntensity,
     restart_targets,

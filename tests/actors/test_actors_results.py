@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from servo_actors.actors.results import ConnectorOutcome, aggregate, empty_data, worst_status
+from servo_actors.actors.rules.results import ConnectorOutcome, aggregate, empty_data, worst_status
 
 
 def test_worst_status_orders_ok_rejected_aborted_failed_cancelled() -> None:

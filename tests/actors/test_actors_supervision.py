@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from servo_actors.actors import messages as m
-from servo_actors.actors import processes
+from servo_actors.actors.linux import processes
+from servo_actors.actors.rules import messages as m
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -217,7 +217,6 @@ def test_cancel_during_a_restart_backoff_restarts_at_once(start_runtime, kit, tm
 
 def test_stop_kills_a_connector_hung_in_shutdown_after_its_timeout(kit, tmp_path: Path) -> None:
     from servo_actors.actors import ServoRuntime
-
     config = kit.servo_config(
         kit.chaos("hangs_at_exit", faults={"shutdown": "sleep"}),
         kit.chaos("hangs_in_measure", faults={"measure": "sleep"}),

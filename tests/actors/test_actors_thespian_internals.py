@@ -14,7 +14,7 @@ from thespian.system import multiprocCommon
 from thespian.system.transport.IPBase import IPActorAddress
 
 from servo_actors.actors import ServoRuntime
-from servo_actors.actors.thespian_internals import INTERNALS, thespian_problems
+from servo_actors.actors.transport.thespian_internals import INTERNALS, thespian_problems
 from servo_actors.errors import SupervisorError
 
 pytestmark = pytest.mark.timeout(60)
@@ -74,7 +74,7 @@ def test_the_cli_says_what_is_missing_in_one_line_and_exits_1(monkeypatch, run_c
 def test_sigchld_wakeups_are_one_per_pending_check() -> None:
     # Thespian's SIGCHLD handler connects to its own listen socket to wake its select loop; the
     # patch skips the call while a check is already pending (its connection is still queued).
-    from servo_actors.actors.thespian_patches import coalescing_interrupt_wait
+    from servo_actors.actors.transport.thespian_patches import coalescing_interrupt_wait
 
     connections = []
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from servo_actors.actors.processes import ProcStat
-from servo_actors.actors.watchdog import Watchdog
+from servo_actors.actors.linux.processes import ProcStat
+from servo_actors.actors.linux.watchdog import Watchdog
 
 SUPERVISOR, ADMIN, LOGGER = 30, 20, 21
 

@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from supervision_world import SupervisionWorld, child_spec
 
-from servo_actors.actors import messages as m
-from servo_actors.actors.supervision_events import ChildExited
+from servo_actors.actors.rules import messages as m
+from servo_actors.actors.rules.supervision_events import ChildExited
 from servo_actors.connectors.base import Control
 
 NAMES = ("a", "b", "c")

@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 from supervision_world import KILLED, RUNTIME, SupervisionWorld, child_spec
 
-from servo_actors.actors import messages as m
-from servo_actors.actors.results import ConnectorOutcome
-from servo_actors.actors.supervision import KILL_CHECK_FIRST, KILL_CHECK_MAX, PROGRESS_INTERVAL
-from servo_actors.actors.supervision_events import (
+from servo_actors.actors.rules import messages as m
+from servo_actors.actors.rules.results import ConnectorOutcome
+from servo_actors.actors.rules.supervision import KILL_CHECK_FIRST, KILL_CHECK_MAX, PROGRESS_INTERVAL
+from servo_actors.actors.rules.supervision_events import (
     ChildExited,
     ChildReplied,
     FinalSweep,

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from servo_actors.actors import processes
+from servo_actors.actors.linux import processes
 
 RUN_TIMEOUT = 45.0
 """Seconds one CLI run may take before the test counts it as hung (runs take ~0.5 s)."""

@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 import pytest
 
-from servo_actors.actors import processes
+from servo_actors.actors.linux import processes
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -35,7 +35,7 @@ import pytest
 import yaml
 from marked_processes import MARKER_VAR, marked_pids
 
-from servo_actors.actors import processes
+from servo_actors.actors.linux import processes
 
 LEAK_GRACE = 8.0
 """Seconds stopped processes get to disappear before they count as leaked."""

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from waiting import wait_until
 
-from servo_actors.actors import processes
+from servo_actors.actors.linux import processes
 
 pytestmark = pytest.mark.timeout(120)
 CLOSE_BOUND = 5.0

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from servo_actors.actors.convention import convention_settings, system_options
-from servo_actors.actors.placement import Requirement
+from servo_actors.actors.convention.settings import convention_settings, system_options
+from servo_actors.actors.rules.placement import Requirement
 from servo_actors.config import load_config
 from servo_actors.endpoints import Endpoint
 from servo_actors.errors import ConfigError

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from waiting import wait_until
 
-from servo_actors.actors import processes
+from servo_actors.actors.linux import processes
 
 pytestmark = [
     pytest.mark.timeout(180),

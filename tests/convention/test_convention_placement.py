@@ -11,8 +11,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servo_actors.actors.member import LeaderWatch
-from servo_actors.actors.placement import Placement, Requirement
+from servo_actors.actors.convention.member import LeaderWatch
+from servo_actors.actors.rules.placement import Placement, Requirement
 from servo_actors.protocol.backoff import BackoffPolicy
 
 LOAD = Requirement("loadgen-host")

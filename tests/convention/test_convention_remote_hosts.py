@@ -11,11 +11,7 @@ from typing import Any
 import pytest
 from thespian.actors import ActorSystemConventionUpdate
 
-from servo_actors.actors import member_messages as mm
-from servo_actors.actors.convention import ConventionSettings
-from servo_actors.actors.messages import ChildSpec
-from servo_actors.actors.placement import Requirement
-from servo_actors.actors.remote_hosts import (
+from servo_actors.actors.convention.remote_hosts import (
     HostLost,
     Placeable,
     RemoteGone,
@@ -23,6 +19,10 @@ from servo_actors.actors.remote_hosts import (
     RemoteSpawned,
     Unplaced,
 )
+from servo_actors.actors.convention.settings import ConventionSettings
+from servo_actors.actors.rules import member_messages as mm
+from servo_actors.actors.rules.messages import ChildSpec
+from servo_actors.actors.rules.placement import Requirement
 
 M1 = "10.0.0.7:1901"
 SPEC = ChildSpec("load", "chaos")

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from supervision_world import SupervisionWorld, child_spec
 
-from servo_actors.actors import messages as m
-from servo_actors.actors.supervision_events import ChildHostLost, ChildUnplaced, HostAvailable, Kill
+from servo_actors.actors.rules import messages as m
+from servo_actors.actors.rules.supervision_events import ChildHostLost, ChildUnplaced, HostAvailable, Kill
 
 LOST = "connector 'b' was on member 10.0.0.7:1901, which is lost"
 NONE = "connector 'b' needs a member offering loadgen-host, and none has joined"
@@ -141,7 +141,7 @@ def test_placement_events_in_any_order_never_escalate_and_every_operation_is_ans
 
 
 def test_the_restart_ledger_counts_a_placed_child_respawned_without_a_crash_as_host_lost() -> None:
-    from servo_actors.actors.restart_ledger import RestartLedger
+    from servo_actors.actors.rules.restart_ledger import RestartLedger
 
     seen: list[tuple] = []
     ledger = RestartLedger(lambda *event: seen.append(event), lambda *event: seen.append(event))

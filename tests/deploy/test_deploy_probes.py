@@ -54,7 +54,7 @@ def test_nothing_listens_by_default_and_no_example_listens_on_every_interface() 
     sources = [path for path in (ROOT / "servo_actors").rglob("*.py") if "0.0.0.0" in path.read_text()]
     # Only the code that refuses wildcard binds (Thespian's, and a convention's address) names it.
     assert sorted(path.relative_to(ROOT).as_posix() for path in sources) == [
-        "servo_actors/actors/system.py",
-        "servo_actors/actors/thespian_internals.py",
+        "servo_actors/actors/transport/system.py",
+        "servo_actors/actors/transport/thespian_internals.py",
         "servo_actors/endpoints.py",
     ]

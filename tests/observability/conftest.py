@@ -26,7 +26,7 @@ import yaml
 from marked_processes import MARKER_VAR, marked_pids
 from waiting import wait_until
 
-from servo_actors.actors import processes
+from servo_actors.actors.linux import processes
 from servo_actors.optimizer.scripted import ScriptedDriver
 from servo_actors.optimizer.server import OptimizerServer
 
@@ -172,7 +172,7 @@ def free_port() -> int:
 
 
 def processes_free_port() -> int:
-    from servo_actors.actors.system import free_loopback_port
+    from servo_actors.actors.transport.system import free_loopback_port
 
     return free_loopback_port()
 

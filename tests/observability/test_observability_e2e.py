@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from prometheus_server import PrometheusServer
 
-from servo_actors.actors import processes
+from servo_actors.actors.linux import processes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

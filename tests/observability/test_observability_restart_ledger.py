@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servo_actors.actors import messages as m
-from servo_actors.actors.restart_ledger import RestartLedger
-from servo_actors.actors.supervision import RESTART_HISTORY
+from servo_actors.actors.rules import messages as m
+from servo_actors.actors.rules.restart_ledger import RestartLedger
+from servo_actors.actors.rules.supervision import RESTART_HISTORY
 
 
 class Recorder:

@@ -17,8 +17,8 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from servo_actors.actors import processes
-from servo_actors.actors.system import free_loopback_port
+from servo_actors.actors.linux import processes
+from servo_actors.actors.transport.system import free_loopback_port
 from servo_actors.errors import ConfigError
 from servo_actors.observability import events
 from servo_actors.observability.health import HealthState

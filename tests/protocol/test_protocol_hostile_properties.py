@@ -22,7 +22,7 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from servo_actors.actors.results import OperationResult
+from servo_actors.actors.rules.results import OperationResult
 from servo_actors.errors import ProtocolError
 from servo_actors.protocol.client import MAX_REPLY_BYTES
 from servo_actors.protocol.json_bounds import MAX_NESTING, decode_reply

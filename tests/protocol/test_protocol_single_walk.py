@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servo_actors.actors.plain_data import NotPlainData, ResultTooLarge, refuse_oversize, to_plain
+from servo_actors.actors.transport.plain_data import NotPlainData, ResultTooLarge, refuse_oversize, to_plain
 from servo_actors.errors import ProtocolError
 from servo_actors.protocol.json_bounds import (
     MAX_NESTING,

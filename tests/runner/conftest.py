@@ -26,7 +26,7 @@ import yaml
 from marked_processes import MARKER_VAR, marked_pids
 from waiting import wait_until
 
-from servo_actors.actors import processes
+from servo_actors.actors.linux import processes
 from servo_actors.optimizer.server import OptimizerServer
 
 LEAK_GRACE = 5.0

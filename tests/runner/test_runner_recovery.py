@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from servo_actors.actors import processes
+from servo_actors.actors.linux import processes
 
 FINISH_TIMEOUT = 60.0
 """Generous bound on a command's round trip: only a hang breaks it."""

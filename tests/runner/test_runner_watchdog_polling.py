@@ -14,7 +14,7 @@ import signal
 
 import pytest
 
-from servo_actors.actors import processes
+from servo_actors.actors.linux import processes
 from servo_actors.optimizer.server import OptimizerServer
 
 FINISH_TIMEOUT = 60.0

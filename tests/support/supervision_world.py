@@ -20,10 +20,10 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from servo_actors.actors import messages as m
-from servo_actors.actors.results import ConnectorOutcome
-from servo_actors.actors.supervision import Supervision
-from servo_actors.actors.supervision_events import (
+from servo_actors.actors.rules import messages as m
+from servo_actors.actors.rules.results import ConnectorOutcome
+from servo_actors.actors.rules.supervision import Supervision
+from servo_actors.actors.rules.supervision_events import (
     CancelRequested,
     ChildExited,
     ChildProgressed,

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from servo_actors.actors import messages as m
-from servo_actors.actors.results import (
+from servo_actors.actors.rules import messages as m
+from servo_actors.actors.rules.results import (
     NOT_INVOLVED,
     NOT_UP_REASONS,
     ConnectorOutcome,

@@ -40,8 +40,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from servo_actors.actors import lifeline, message_auth, processes, thespian_patches
-from servo_actors.actors.thespian_internals import check_thespian
+from servo_actors.actors.linux import lifeline, processes
+from servo_actors.actors.transport import message_auth, thespian_patches
+from servo_actors.actors.transport.thespian_internals import check_thespian
 from servo_actors.endpoints import Endpoint
 from servo_actors.errors import SupervisorError
 

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from servo_actors.actors import descendants, message_auth, processes
-from servo_actors.actors import member_messages as mm
-from servo_actors.actors.system import ActorSystemHandle
+from servo_actors.actors.linux import descendants, processes
+from servo_actors.actors.rules import member_messages as mm
+from servo_actors.actors.transport import message_auth
+from servo_actors.actors.transport.system import ActorSystemHandle
 from servo_actors.endpoints import Endpoint
 from servo_actors.errors import SupervisorError
 
@@ -114,7 +115,7 @@ def run_agent(options: AgentOptions, stop: threading.Event) -> int:
 
 
 def _member_agent_class() -> type:
-    from servo_actors.actors.member import MemberAgent
+    from servo_actors.actors.convention.member import MemberAgent
 
     return MemberAgent
 

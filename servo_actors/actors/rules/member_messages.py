@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from servo_actors.actors.messages import ChildSpec
+from servo_actors.actors.rules.messages import ChildSpec
 
 AGENT_CAPABILITY = "servo-actors.agent"
 """Thespian capability of a member system: the address of its MemberAgent."""

@@ -35,7 +35,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from servo_actors.actors import cgroups, processes
+from servo_actors.actors.linux import cgroups, processes
 
 PR_SET_CHILD_SUBREAPER = 36
 """prctl option: orphaned descendants of this process are reparented to it, not to init."""

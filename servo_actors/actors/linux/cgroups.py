@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from servo_actors.actors import processes
+from servo_actors.actors.linux import processes
 
 FREEZE_TIMEOUT = 0.5
 """Seconds a cgroup-v1 kill waits for the freezer to report FROZEN before killing anyway."""

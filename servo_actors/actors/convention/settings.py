@@ -20,11 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from servo_actors.actors import message_auth
-from servo_actors.actors.placement import DEFAULT_GRACE, Requirement
+from servo_actors.actors.rules.placement import DEFAULT_GRACE, Requirement
+from servo_actors.actors.transport import message_auth
 from servo_actors.config.models import ServoConfig
 from servo_actors.endpoints import parse_endpoint
 from servo_actors.errors import ConfigError, SupervisorError
+
+__all__ = ["SECRET_KEY", "SYSTEM_CAPABILITIES", "ConventionSettings", "convention_settings", "read_secret", "system_options"]
 
 SECRET_KEY = "supervisor.convention.secret_file"
 SYSTEM_CAPABILITIES = {"AllowRemoteActorSources": "no", "servo-actors.role": "leader"}

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from servo_actors.actors import messages as m
-from servo_actors.actors.results import ConnectorOutcome
+from servo_actors.actors.rules import messages as m
+from servo_actors.actors.rules.results import ConnectorOutcome
 
 
 class ChildState(StrEnum):

@@ -34,10 +34,11 @@ from typing import Any
 
 from thespian.actors import Actor, ChildActorExited, PoisonMessage, WakeupMessage
 
-from servo_actors.actors import descendants, lifeline, processes, system
-from servo_actors.actors import member_messages as mm
-from servo_actors.actors import messages as m
 from servo_actors.actors.host import ConnectorHost
+from servo_actors.actors.linux import descendants, lifeline, processes
+from servo_actors.actors.rules import member_messages as mm
+from servo_actors.actors.rules import messages as m
+from servo_actors.actors.transport import system
 from servo_actors.protocol.backoff import BackoffPolicy, retry_delay
 
 CONVENTION_ADDRESS_CAPABILITY = "Convention Address.IPv4"

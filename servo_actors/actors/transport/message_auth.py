@@ -14,7 +14,7 @@ process (``os.urandom``) before the first actor system is forked, and every acto
 it through fork. A system that must talk to actor systems of other processes (other hosts in a
 Thespian convention) installs a shared key from a file instead, before it starts::
 
-    from servo_actors.actors import message_auth
+    from servo_actors.actors.transport import message_auth
     message_auth.install_key(message_auth.key_from_file("/etc/servo/convention.key"))
 
 Not covered: a peer that can read loopback traffic (root) could replay a frame it saw during the

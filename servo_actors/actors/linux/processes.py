@@ -206,18 +206,6 @@ def stop_child(proc: subprocess.Popen[Any], timeout: float) -> None:
         proc.wait(timeout)
 
 
-def exit_description(code: int | None) -> str:
-    """``exit code 3`` / ``killed by SIGSEGV`` / ``exited`` for a process exit status."""
-    if code is None:
-        return "exited"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
-
-
 def _socket_inodes(pid: int) -> set[int]:
     inodes: set[int] = set()
     try:

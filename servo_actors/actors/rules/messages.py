@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from servo_actors.actors.results import ConnectorOutcome, OperationResult
+from servo_actors.actors.rules.results import ConnectorOutcome, OperationResult
 from servo_actors.config import defaults
 from servo_actors.connectors.base import Control
 

@@ -38,10 +38,10 @@ from typing import Any
 
 from thespian.actors import ActorSystemConventionUpdate
 
-from servo_actors.actors import member_messages as mm
-from servo_actors.actors.convention import ConventionSettings
-from servo_actors.actors.messages import ChildSpec
-from servo_actors.actors.placement import Placement
+from servo_actors.actors.convention.settings import ConventionSettings
+from servo_actors.actors.rules import member_messages as mm
+from servo_actors.actors.rules.messages import ChildSpec
+from servo_actors.actors.rules.placement import Placement
 
 HOST_LOST = "host-lost"
 KILL_RESEND = 0.5

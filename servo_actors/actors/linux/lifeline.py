@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from servo_actors.actors import processes
+from servo_actors.actors.linux import processes
 
 SWEEP_TIMEOUT = 2.0
 """Seconds a watcher spends SIGKILLing its session before it kills its own process."""

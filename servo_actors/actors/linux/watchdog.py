@@ -16,7 +16,7 @@ state); ``verdict`` names what is wrong, or None while all is well:
 Pings go out every ``interval`` seconds, one at a time. So a death is noticed at the next check,
 and a hang within ``interval + timeout`` seconds.
 
->>> from servo_actors.actors.processes import ProcStat
+>>> from servo_actors.actors.linux.processes import ProcStat
 >>> dog = Watchdog(interval=1.0, timeout=3.0)
 >>> dog.watch("supervisor", 42)
 >>> running = {42: ProcStat(42, "S", 1, 42, 7, 100)}
@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from servo_actors.actors.processes import ProcStat
+from servo_actors.actors.linux.processes import ProcStat
 
 STOPPED_STATES = ("T", "t")
 """/proc states of a process that is stopped by a signal or by a tracer."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from servo_actors.actors import messages as m
+from servo_actors.actors.rules import messages as m
 
 RestartHook = Callable[[str, str, int | None, int | None], None]
 """``(connector, reason, generation, pid)``."""

@@ -50,16 +50,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from servo_actors.actors import messages as m
-from servo_actors.actors.processes import exit_description
-from servo_actors.actors.restart_policy import (
+from servo_actors.actors.rules import messages as m
+from servo_actors.actors.rules.exits import exit_description
+from servo_actors.actors.rules.restart_policy import (
     RestartBackoff,
     RestartIntensity,
     restart_targets,
     should_restart,
 )
-from servo_actors.actors.results import CRASH_LOOP, HOST_UNAVAILABLE, START_TIMEOUT, ConnectorOutcome
-from servo_actors.actors.supervision_events import (
+from servo_actors.actors.rules.results import CRASH_LOOP, HOST_UNAVAILABLE, START_TIMEOUT, ConnectorOutcome
+from servo_actors.actors.rules.supervision_events import (
     UNSETTLED,
     CancelRequested,
     ChildExited,
@@ -87,7 +87,7 @@ from servo_actors.actors.supervision_events import (
     StopRequested,
     Tick,
 )
-from servo_actors.actors.supervision_operation import OperationInFlight, operation_deadline, refused
+from servo_actors.actors.rules.supervision_operation import OperationInFlight, operation_deadline, refused
 
 KILL_CHECK_FIRST = 0.002
 KILL_CHECK_MAX = 0.1
