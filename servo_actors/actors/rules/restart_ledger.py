@@ -11,7 +11,7 @@ many restarts fall between two listings (up to ``supervision.RESTART_HISTORY`` o
 The runtime adds what only it knows: a fresh supervisor (``reset``: a microreboot restarts every
 connector). ``ConnectorFailed`` (restart intensity exceeded for one connector) is an escalation.
 
->>> from servo_actors.actors import messages as m
+>>> from servo_actors.actors.rules import messages as m
 >>> seen = []
 >>> ledger = RestartLedger(lambda *event: seen.append(event), lambda *event: seen.append(event))
 >>> ledger.seen(m.Ready("r1", (m.ChildStatus("prom", "ready", 11, 1, 0),), 10, 10))
