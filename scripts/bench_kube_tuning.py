@@ -160,7 +160,8 @@ class Bench:
 
     def __init__(self, cluster: LocalCluster, namespace: str, optimizer: CommandQueue, servo: ServoRun,
                  rng: random.Random, pod_log: PodLog) -> None:  # fmt: skip
-        self.cluster, self.namespace, self.optimizer, self.servo, self.rng = cluster, namespace, optimizer, servo, rng
+        self.cluster, self.namespace, self.optimizer, self.servo = cluster, namespace, optimizer, servo
+        self.rng = rng
         self.pod_log = pod_log
         self.current: tuple[str, str] | None = None
 
@@ -228,7 +229,9 @@ class Bench:
         try:
             for index in range(count):
                 values = self.other_values()
-                _, request = split_components(config, adjust(*values)["param"]["state"]["application"]["components"])
+                _, request = split_components(
+                    config, adjust(*values)["param"]["state"]["application"]["components"]
+                )
                 marks: dict[str, float] = {}
 
                 def hook(point: str, marks: dict[str, float] = marks) -> None:
@@ -282,10 +285,18 @@ class Bench:
             phase = self.pod_log.state_at(cancel["replied_at"], values)
             phases[phase] = phases.get(phase, 0) + 1
             fresh.append(self.result_post(again)["at"] - cancel["replied_at"])
-            print(f"{where}: {phase}; one Ready tuning pod {fresh[-1] * 1000:.0f} ms after the cancel", flush=True)
+            print(
+                f"{where}: {phase}; one Ready tuning pod {fresh[-1] * 1000:.0f} ms after the cancel",
+                flush=True,
+            )
         if len(fresh) < count:
             raise RuntimeError(f"only {len(fresh)} of {count} cancels landed in {trials} trials")
-        return {"fresh": fresh, "phases": dict(sorted(phases.items())), "trials": trials, "not_landed": not_landed}
+        return {
+            "fresh": fresh,
+            "phases": dict(sorted(phases.items())),
+            "trials": trials,
+            "not_landed": not_landed,
+        }
 
 
 def versions() -> str:
@@ -310,7 +321,8 @@ def run(adjusts: int, replaces: int, cancels: int, seed: int) -> dict[str, Any]:
             connector = {"name": "k8s", "type": "kubernetes", "config": tuning_config(cluster, namespace)}
             assert optimizer.server is not None
             servo = ServoRun.start(
-                Path(scratch) / "servo", servo_config(optimizer.server, connector, progress_interval=PROGRESS_INTERVAL)
+                Path(scratch) / "servo",
+                servo_config(optimizer.server, connector, progress_interval=PROGRESS_INTERVAL),
             )
             optimizer.context = servo.log
             first = optimizer.run({"cmd": "DESCRIBE", "param": {}})
