@@ -69,13 +69,37 @@ def utilization_is(hpa: dict[str, Any], percent: int) -> bool:
     return value is not None and abs(value - percent) <= 5
 
 
+USAGE_METRICS = ["web.cpu_usage", "web.memory_usage"]
+FIRST_MEASURE: dict[str, Any] = {}
+"""The connector's usage measured the moment web rolled out (before metrics-server sampled its pod)."""
+
+
 @pytest.fixture(scope="module")
 def hpa_app(kube_cluster: LocalCluster, module_namespace: str) -> Iterator[App]:
     app = App(kube_cluster, module_namespace)
     app.create(web_manifest(replicas=1, containers=[MAIN], pod_annotations={USAGE_CPU: "400m"}), HPA)
+    FIRST_MEASURE.update(app.connector().measure(USAGE_METRICS, Control(), ProgressLog()))
     wait_until(lambda: hpa_utilization(app.hpa()) is not None, FIRST_METRICS_TIMEOUT, interval=1.0,
                what="the HPA's first metrics")  # fmt: skip
     yield app
+
+
+def test_usage_is_left_out_until_metrics_server_has_sampled_every_running_pod(hpa_app: App) -> None:
+    """A new pod has no metrics for ~35 s: a sum over the pods that have some would read 0.0 cores.
+    The connector leaves the usage out then, and says why; once metrics-server lists the pod (the
+    HPA's first metrics came from it), the usage is reported. Runs before the HPA rescales web."""
+    [pod] = hpa_app.pods()
+    assert FIRST_MEASURE["metrics"] == {}, FIRST_MEASURE
+    for metric in USAGE_METRICS:
+        note = FIRST_MEASURE["annotations"][f"k8s:{metric}"]
+        assert (
+            note.startswith("omitted: 1 of 1 running pods have no metrics")
+            and pod["metadata"]["name"] in note
+        )
+    measured = hpa_app.connector().measure(USAGE_METRICS, Control(), ProgressLog())
+    assert measured["annotations"] == {}, measured
+    assert measured["metrics"]["web.cpu_usage"] == {"unit": "cores", "value": pytest.approx(0.4, rel=0.05)}
+    assert measured["metrics"]["web.memory_usage"]["value"] > 0
 
 
 def scaled_to(app: App, replicas: int) -> bool:
