@@ -65,7 +65,7 @@ class KubernetesConnector(Connector):
             with_usage = measurement.metrics_api_available(client, self.config.namespace)
         names = [d.name for d in self.config.deployments]
         metrics = measurement.metric_descriptors(names, with_usage)
-        metrics.update(tuning.tuning_metric_descriptors(self.config))
+        metrics.update(tuning.tuning_metric_descriptors(self.config, with_usage))
         return {"components": components, "metrics": metrics}
 
     def _describe_all(self, client: KubeClient) -> dict[str, Any]:
@@ -165,6 +165,7 @@ class KubernetesConnector(Connector):
         usages: dict[str, measurement.Usage] = {}
         with self._cluster("measure") as client:
             measured.update(extra.finish(client))
+            annotations.update({f"{self.name}:{metric}": note for metric, note in extra.notes.items()})
             for metric, (deployment, kind) in wanted.items():
                 unit = {**measurement.BASE_METRICS, **measurement.USAGE_METRICS}[kind]
                 if kind == "ready_replicas":
