@@ -5,7 +5,8 @@ Deployment, and the connector never writes the Deployment's replicas (read from 
 One module-wide set-up, since the first metrics of an HPA take ~35-50 s: Deployment ``web`` (main
 container only: a 500m request) whose pods use 400m each (``kwok.x-k8s.io/usage-cpu``), i.e. 80% of
 the request, under an HPA min 1, max 4, target 90% (80/90 is within the HPA's 10% tolerance: one
-replica). The session cluster's HPA scale-down stabilization is 0 s.
+replica). The session cluster's HPA scale-down stabilization is 0 s. Deployment ``tuned`` (no HPA)
+and its tuning pod share the wait: the usage test reads both before and after their first metrics.
 """
 
 from __future__ import annotations
