@@ -5,7 +5,8 @@ Deployment, and the connector never writes the Deployment's replicas (read from 
 One module-wide set-up, since the first metrics of an HPA take ~35-50 s: Deployment ``web`` (main
 container only: a 500m request) whose pods use 400m each (``kwok.x-k8s.io/usage-cpu``), i.e. 80% of
 the request, under an HPA min 1, max 4, target 90% (80/90 is within the HPA's 10% tolerance: one
-replica). The session cluster's HPA scale-down stabilization is 0 s.
+replica). The session cluster's HPA scale-down stabilization is 0 s. Deployment ``tuned`` (no HPA)
+and its tuning pod share the wait: the usage test reads both before and after their first metrics.
 """
 
 from __future__ import annotations
@@ -69,13 +70,64 @@ def utilization_is(hpa: dict[str, Any], percent: int) -> bool:
     return value is not None and abs(value - percent) <= 5
 
 
+USAGE_METRICS = ["web.cpu_usage", "web.memory_usage", "tuned-tuning.cpu_usage", "tuned-tuning.memory_usage"]
+FIRST_MEASURE: dict[str, Any] = {}
+"""The connector's usage measured the moment web and the tuning pod of ``tuned`` were Ready (before
+metrics-server sampled them)."""
+CONNECTOR_TUNED = {"name": "tuned", "strategy": "tuning",
+                   "containers": [{"name": "main", "cpu": {"min": "100m", "max": 2, "step": "50m"}}]}  # fmt: skip
+
+
+def tuned_manifest() -> dict[str, Any]:
+    """Deployment ``tuned`` (no HPA), whose tuning pod uses 300m: it shares the metrics wait."""
+    manifest = web_manifest(replicas=1, containers=[MAIN], pod_annotations={USAGE_CPU: "300m"})
+    labels = {"app": "tuned"}
+    manifest["metadata"].update(name="tuned", labels=labels)
+    manifest["spec"]["selector"] = {"matchLabels": labels}
+    manifest["spec"]["template"]["metadata"]["labels"] = labels
+    return manifest
+
+
 @pytest.fixture(scope="module")
 def hpa_app(kube_cluster: LocalCluster, module_namespace: str) -> Iterator[App]:
     app = App(kube_cluster, module_namespace)
-    app.create(web_manifest(replicas=1, containers=[MAIN], pod_annotations={USAGE_CPU: "400m"}), HPA)
+    app.create(web_manifest(replicas=1, containers=[MAIN], pod_annotations={USAGE_CPU: "400m"}), HPA,
+               tuned_manifest())  # fmt: skip
+    # At once: metrics-server lists a pod about 35 s after it starts (two scrapes 10 s apart at the
+    # least), so web's pod and the new tuning pod have none yet. tuned's own pod is not waited for.
+    both = app.connector(deployments=[CONNECTOR_WEB, CONNECTOR_TUNED])
+    both.adjust({"tuned-tuning": {"settings": {"cpu": {"value": 0.5}}}}, Control(), ProgressLog())
+    FIRST_MEASURE.update(both.measure(USAGE_METRICS, Control(), ProgressLog()))
     wait_until(lambda: hpa_utilization(app.hpa()) is not None, FIRST_METRICS_TIMEOUT, interval=1.0,
                what="the HPA's first metrics")  # fmt: skip
     yield app
+
+
+def test_usage_is_left_out_until_metrics_server_has_sampled_every_running_pod(hpa_app: App) -> None:
+    """A new pod has no metrics for ~35 s: a sum over the pods that have some would read 0.0 cores.
+    The connector leaves the usage out then (web's, and the tuning pod's of ``tuned``), and says
+    why; once metrics-server lists the pods (the HPA's first metrics came from it), the usage is
+    reported. Runs before the HPA rescales web (its new pods would have no metrics again)."""
+    [pod] = hpa_app.pods()
+    assert FIRST_MEASURE["metrics"] == {}, FIRST_MEASURE
+    for metric in USAGE_METRICS:
+        note = FIRST_MEASURE["annotations"][f"k8s:{metric}"]
+        assert note.startswith("omitted: 1 of 1 running pods have no metrics"), note
+        assert (pod["metadata"]["name"] if metric.startswith("web.") else "tuned-tuning") in note
+    connector = hpa_app.connector(deployments=[CONNECTOR_WEB, CONNECTOR_TUNED])
+    assert set(USAGE_METRICS) <= set(connector.describe()["metrics"])
+
+    def measured() -> dict[str, Any] | None:
+        found = connector.measure(USAGE_METRICS, Control(), ProgressLog())
+        return found if not found["annotations"] else None
+
+    # The tuning pod was created a second or two after web's pod: it may need one more scrape.
+    metrics = wait_until(measured, FIRST_METRICS_TIMEOUT, interval=1.0, what="the tuning pod's metrics")[
+        "metrics"
+    ]
+    assert metrics["web.cpu_usage"] == {"unit": "cores", "value": pytest.approx(0.4, rel=0.05)}
+    assert metrics["tuned-tuning.cpu_usage"] == {"unit": "cores", "value": pytest.approx(0.3, rel=0.05)}
+    assert metrics["web.memory_usage"]["value"] > 0 and metrics["tuned-tuning.memory_usage"]["value"] > 0
 
 
 def scaled_to(app: App, replicas: int) -> bool:
@@ -141,7 +193,11 @@ def test_the_connector_never_writes_replicas_of_the_hpa_controlled_deployment(hp
     connector's writes are HPA patches only; the Deployment's replicas were written by the HPA
     controller through the scale subresource."""
     events = [e for e in hpa_app.audit() if e.get("verb") in {"create", "update", "patch"}]
-    ours = [e for e in events if (e.get("userAgent") or "").startswith(USER_AGENT)]
+    # (the tuning pod of ``tuned``, made by the module's set-up for the usage test, is not web's)
+    ours = [
+        e for e in events
+        if (e.get("userAgent") or "").startswith(USER_AGENT) and e["objectRef"].get("name") != "tuned-tuning"
+    ]  # fmt: skip
     assert ours, "no write by the connector in the audit log"
     for event in ours:
         ref = event["objectRef"]

@@ -65,7 +65,7 @@ class KubernetesConnector(Connector):
             with_usage = measurement.metrics_api_available(client, self.config.namespace)
         names = [d.name for d in self.config.deployments]
         metrics = measurement.metric_descriptors(names, with_usage)
-        metrics.update(tuning.tuning_metric_descriptors(self.config))
+        metrics.update(tuning.tuning_metric_descriptors(self.config, with_usage))
         return {"components": components, "metrics": metrics}
 
     def _describe_all(self, client: KubeClient) -> dict[str, Any]:
@@ -162,8 +162,10 @@ class KubernetesConnector(Connector):
         )  # fmt: skip
         measured: dict[str, Any] = {}
         annotations: dict[str, str] = {}
+        usages: dict[str, measurement.Usage] = {}
         with self._cluster("measure") as client:
             measured.update(extra.finish(client))
+            annotations.update({f"{self.name}:{metric}": note for metric, note in extra.notes.items()})
             for metric, (deployment, kind) in wanted.items():
                 unit = {**measurement.BASE_METRICS, **measurement.USAGE_METRICS}[kind]
                 if kind == "ready_replicas":
@@ -172,11 +174,17 @@ class KubernetesConnector(Connector):
                     value = measurement.restarts(client, namespace, deployment) - restarts_before[deployment]
                 else:
                     try:
-                        cores, gib = measurement.usage(client, namespace, deployment)
+                        if deployment not in usages:  # one read for cpu and memory
+                            usages[deployment] = measurement.usage(client, namespace, deployment)
                     except KubeError as exc:
                         annotations[f"{self.name}:{metric}"] = f"metrics.k8s.io did not answer: {exc}"
                         continue
-                    value = cores if kind == "cpu_usage" else gib
+                    found = usages[deployment]
+                    gap = found.gap()
+                    if gap is not None:  # a sum short of some pods is a wrong number: leave it out
+                        annotations[f"{self.name}:{metric}"] = gap
+                        continue
+                    value = found.cores if kind == "cpu_usage" else found.gib
                 measured[metric] = {"unit": unit, "value": max(0, value) if kind == "restarts" else value}
         progress(100, "measured")
         return {"metrics": measured, "annotations": annotations}

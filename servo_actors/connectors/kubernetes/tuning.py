@@ -5,9 +5,11 @@ setting is pinned: an ADJUST may repeat its current values, never change them. `
 (``tuning_component_name``) carries the container settings (cpu, memory, env) of the tuning pod
 ``web-tuning``; while no tuning pod exists it reports the values of the Deployment's template.
 
-Metrics: ``DEPLOYMENT-tuning.ready_replicas`` (1 when the tuning pod is Ready, else 0) and
-``DEPLOYMENT-tuning.restarts`` (its container restarts during the measurement); the Deployment's
-own ``DEPLOYMENT.*`` metrics leave the tuning pod out.
+Metrics: ``DEPLOYMENT-tuning.ready_replicas`` (1 when the tuning pod is Ready, else 0),
+``DEPLOYMENT-tuning.restarts`` (its container restarts during the measurement) and, where
+``metrics.k8s.io`` answers, ``DEPLOYMENT-tuning.cpu_usage`` / ``memory_usage`` (left out, with an
+annotation, while metrics-server has not sampled the pod yet); the Deployment's own
+``DEPLOYMENT.*`` metrics leave the tuning pod out.
 
 The connector calls ``split_components`` first (the tuning part is taken out of an ADJUST), then
 ``adjust_tuning`` after the Deployments it patches. The Deployment is never written here.
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servo_actors.connectors.base import ConnectorFailure
+from servo_actors.connectors.kubernetes import measurement
 from servo_actors.connectors.kubernetes.client import KubeApiError, KubeClient, KubeError
 from servo_actors.connectors.kubernetes.cluster import read_deployment, read_states
 from servo_actors.connectors.kubernetes.config import (
@@ -102,11 +105,12 @@ def describe_tuning(client: KubeClient, config: KubernetesConfig) -> dict[str, A
     return describe_components(tuning, states)
 
 
-def tuning_metric_descriptors(config: KubernetesConfig) -> dict[str, dict[str, str]]:
+def tuning_metric_descriptors(config: KubernetesConfig, with_usage: bool) -> dict[str, dict[str, str]]:
+    kinds = {**TUNING_METRICS, **(measurement.USAGE_METRICS if with_usage else {})}
     return {
         f"{tuning_pod_name(d.name)}.{kind}": {"unit": unit}
         for d in tuning_deployments(config)
-        for kind, unit in TUNING_METRICS.items()
+        for kind, unit in kinds.items()
     }
 
 
@@ -235,14 +239,16 @@ def _recover(pods: TuningPods, config: KubernetesConfig, pod_name: str) -> str:
 
 class TuningMeasure:
     """The tuning metrics of one MEASURE: taken out of ``metrics`` (``rest`` is left for the
-    Deployment metrics), read before and after the measurement."""
+    Deployment metrics), read before and after the measurement; ``notes`` says why a metric was
+    left out (by metric name)."""
 
     def __init__(self, config: KubernetesConfig, metrics: list[str]) -> None:
         self.namespace = config.namespace
-        known = tuning_metric_descriptors(config)
+        known = tuning_metric_descriptors(config, with_usage=True)
         self.wanted = [m for m in metrics if m in known]
         self.rest = [m for m in metrics if m not in known]
         self.before: dict[str, tuple[str | None, int]] = {}
+        self.notes: dict[str, str] = {}
 
     def _pod(self, client: KubeClient, metric: str) -> dict[str, Any] | None:
         return TuningPods(client, self.namespace).read(metric.rpartition(".")[0])
@@ -258,11 +264,37 @@ class TuningMeasure:
         for metric in self.wanted:
             pod = self._pod(client, metric)
             kind = metric.rpartition(".")[2]
+            value: float
             if kind == "ready_replicas":
                 value = 1 if pod is not None and is_ready(pod) else 0
-            else:
+            elif kind == "restarts":
                 uid, count = self.before.get(metric, (None, 0))
                 same = pod is not None and pod.get("metadata", {}).get("uid") == uid
                 value = max(0, restarts(pod) - count) if same else restarts(pod)
-            measured[metric] = {"unit": TUNING_METRICS[kind], "value": value}
+            else:
+                found = self._usage(client, pod, metric)
+                if found is None:
+                    continue
+                value = found.cores if kind == "cpu_usage" else found.gib
+            measured[metric] = {"unit": {**TUNING_METRICS, **measurement.USAGE_METRICS}[kind], "value": value}
         return measured
+
+    def _usage(self, client: KubeClient, pod: dict[str, Any] | None, metric: str) -> measurement.Usage | None:
+        """The tuning pod's usage, or None with a note (no pod running, or no metrics for it yet)."""
+        name = metric.rpartition(".")[0]
+        running = measurement.running_pods([pod] if pod is not None else [])
+        if not running:
+            self.notes[metric] = f"omitted: tuning pod {name} is not running"
+            return None
+        try:
+            found = measurement.sum_usage(
+                client, self.namespace, {"fieldSelector": f"metadata.name={name}"}, running
+            )
+        except KubeError as exc:
+            self.notes[metric] = f"metrics.k8s.io did not answer: {exc}"
+            return None
+        gap = found.gap()
+        if gap is not None:
+            self.notes[metric] = gap
+            return None
+        return found
