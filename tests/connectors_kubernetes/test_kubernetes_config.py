@@ -84,14 +84,47 @@ def test_component_names_must_be_unique_across_deployments() -> None:
         ({"namespace": "Not_Valid"}, "namespace"),
         ({"timeout": 0}, "more than 0"),
         ({"on_failure": "destroy"}, "rollback"),
-        ({"deployments": []}, "at least 1"),
+        ({"deployments": []}, "at least one workload"),
+        ({"deployments": [], "statefulsets": []}, "under deployments or statefulsets"),
         ({"unknown": 1}, "Extra inputs"),
-        ({"statefulsets": [{"name": "db", "containers": [{"name": "main"}]}]}, "StatefulSets are not supported yet"),
+        (
+            {"statefulsets": [{"name": "db", "strategy": "tuning", "containers": [{"name": "main"}]}]},
+            "strategy: tuning is for Deployments only",
+        ),
+        ({"statefulsets": [{"name": "web", "containers": [{"name": "main"}]}]}, "under both deployments and"),
+        (
+            {"statefulsets": [{"name": "DB", "containers": [{"name": "main"}]}]},
+            "not a valid StatefulSet name",
+        ),
+        (
+            {
+                "statefulsets": [
+                    {"name": "db", "containers": [{"name": "m"}]},
+                    {"name": "db", "containers": [{"name": "m"}]},
+                ]
+            },
+            "statefulset\\(s\\) listed twice: db",
+        ),
     ],
 )
 def test_bad_top_level_values(changes, problem) -> None:
     with pytest.raises(ValidationError, match=problem):
         config(**changes)
+
+
+def test_statefulsets_are_accepted_beside_or_instead_of_deployments() -> None:
+    sts = {
+        "name": "cache",
+        "replicas": {"min": 1, "max": 5},
+        "containers": [{"name": "main", "cpu": {"min": "100m", "max": 2}}],
+    }
+    both = config(statefulsets=[sts])
+    assert [(w.kind, w.name) for w in both.workloads] == [("Deployment", "web"), ("StatefulSet", "cache")]
+    assert both.kinds() == {"web": "Deployment", "cache": "StatefulSet"}
+    only = config(deployments=[], statefulsets=[sts])
+    assert [w.name for w in only.workloads] == ["cache"]
+    assert component_name(only.statefulsets[0], only.statefulsets[0].containers[0]) == "cache"
+    assert KubernetesConfig.model_validate(only.model_dump(mode="json")) == only
 
 
 @pytest.mark.parametrize(

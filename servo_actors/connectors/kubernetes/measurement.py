@@ -12,10 +12,10 @@ from typing import Any
 from servo_actors.connectors.kubernetes.client import (
     KubeClient,
     KubeError,
-    deployment_path,
     label_selector,
     pod_metrics_path,
     pods_path,
+    workload_path,
 )
 from servo_actors.connectors.kubernetes.units import parse_cpu, parse_memory
 
@@ -46,17 +46,19 @@ def metrics_api_available(client: KubeClient, namespace: str) -> bool:
         return False
 
 
-def _selector(client: KubeClient, namespace: str, name: str) -> tuple[dict[str, Any], dict[str, str] | None]:
-    deployment = client.get(deployment_path(namespace, name))
+def _selector(
+    client: KubeClient, namespace: str, name: str, kind: str = "Deployment"
+) -> tuple[dict[str, Any], dict[str, str] | None]:
+    deployment = client.get(workload_path(namespace, kind, name))
     selector = label_selector(deployment.get("spec", {}).get("selector") or {})
     # A tuning pod (strategy: tuning) carries the template's labels: its own metrics report it.
     selector = f"{selector},{NOT_TUNING}" if selector else NOT_TUNING
     return deployment, {"labelSelector": selector}
 
 
-def restarts(client: KubeClient, namespace: str, name: str) -> int:
-    """Container restarts so far, summed over the Deployment's pods."""
-    _, params = _selector(client, namespace, name)
+def restarts(client: KubeClient, namespace: str, name: str, kind: str = "Deployment") -> int:
+    """Container restarts so far, summed over the Deployment's (or StatefulSet's) pods."""
+    _, params = _selector(client, namespace, name, kind)
     total = 0
     for pod in client.get(pods_path(namespace), params).get("items") or []:
         for status in (pod.get("status") or {}).get("containerStatuses") or []:
@@ -64,14 +66,14 @@ def restarts(client: KubeClient, namespace: str, name: str) -> int:
     return total
 
 
-def ready_replicas(client: KubeClient, namespace: str, name: str) -> int:
-    deployment = client.get(deployment_path(namespace, name))
+def ready_replicas(client: KubeClient, namespace: str, name: str, kind: str = "Deployment") -> int:
+    deployment = client.get(workload_path(namespace, kind, name))
     return int((deployment.get("status") or {}).get("readyReplicas") or 0)
 
 
-def usage(client: KubeClient, namespace: str, name: str) -> tuple[float, float]:
+def usage(client: KubeClient, namespace: str, name: str, kind: str = "Deployment") -> tuple[float, float]:
     """(cores, GiB) in use now, summed over the Deployment's pods (metrics-server's recent window)."""
-    _, params = _selector(client, namespace, name)
+    _, params = _selector(client, namespace, name, kind)
     cores = gib = 0.0
     for pod in client.get(pod_metrics_path(namespace), params).get("items") or []:
         for container in pod.get("containers") or []:
