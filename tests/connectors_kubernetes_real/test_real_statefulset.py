@@ -21,6 +21,7 @@ import pytest
 from kube_local import LocalCluster
 from kube_real import ServoRun, servo_config
 from real_app import SIMULATE_ENV, ProgressLog, env_of, settings
+from test_real_deploy import can_i, documents, token_kubeconfig
 from waiting import wait_until
 
 from servo_actors.connectors.base import ConnectorFailure, Control
@@ -38,6 +39,8 @@ ROLLOUT_TIMEOUT = 120.0
 PLAN_TIMEOUT = 180.0
 """Bound on the short optimization (describe, baseline and three trials: about 20-30 s here)."""
 REVISION_LABEL = "controller-revision-hash"
+RBAC_TIMEOUT = 30.0
+"""Bound on a Role change reaching the API server's authorizer (its informer: milliseconds)."""
 CONNECTOR_CACHE: dict[str, Any] = {
     "name": NAME,
     "replicas": {"min": 1, "max": 3},
@@ -294,6 +297,88 @@ def test_on_delete_is_described_but_refused_at_adjust(cache: Cache, progress: Pr
     assert not check["statefulset frozen"]["success"] and "OnDelete" in check["statefulset frozen"]["message"]
     # The permissions check asks for exactly what StatefulSets add (the admin has them all).
     assert check["permissions"]["success"], check["permissions"]
+
+
+def test_check_verifies_what_statefulsets_need_with_the_deploy_role(
+    cache: Cache, tmp_path: Path, progress: ProgressLog
+) -> None:
+    """The Role of deploy/kubernetes, bound to a ServiceAccount whose token alone the connector
+    uses: check passes and an ADJUST goes through; without ``patch statefulsets.apps``, or without
+    ``delete pods`` (a rollback's), check fails naming the verb."""
+    cluster, namespace = cache.cluster, cache.namespace
+    [binding] = documents("rolebinding.yaml")
+    for subject in binding["subjects"]:
+        subject["namespace"] = namespace
+    [role] = documents("role.yaml")
+    cluster.apply(namespace, *documents("serviceaccount.yaml"), role, binding)
+    wait_until(lambda: can_i(cluster, namespace, "patch", "statefulsets.apps"), RBAC_TIMEOUT, interval=0.2,
+               what="the Role in force")  # fmt: skip
+    kubeconfig = token_kubeconfig(cluster, namespace, tmp_path / "servo.kubeconfig")
+    connector = cache.connector(kubeconfig=str(kubeconfig))
+    checks = {r["name"]: r for r in connector.check()}
+    assert all(r["success"] for r in checks.values()), checks
+    assert "every verb the connector uses is allowed" in checks["permissions"]["message"]
+    assert "StatefulSet(s)" in checks[f"namespace {namespace} readable"]["message"]
+    gogc = int(settings(connector.describe()["components"], NAME)["GOGC"])
+    _adjust(connector, progress, GOGC=gogc + 10)
+    assert env_of(main_of(cache.get()))["GOGC"] == str(gogc + 10)
+
+    for group, resource, verb in (("apps", "statefulsets", "patch"), ("", "pods", "delete")):
+        reduced = copy.deepcopy(role)
+        for rule in reduced["rules"]:
+            if group in rule["apiGroups"] and resource in rule["resources"]:
+                rule["verbs"] = [v for v in rule["verbs"] if v != verb]
+        qualified = f"{resource}.{group}" if group else resource
+        cluster.apply(namespace, reduced)
+        wait_until(lambda v=verb, r=qualified: not can_i(cluster, namespace, v, r), RBAC_TIMEOUT, interval=0.2,
+                   what=f"{verb} {qualified} withdrawn")  # fmt: skip
+        permissions = {r["name"]: r for r in connector.check()}["permissions"]
+        assert not permissions["success"]
+        assert f"not allowed in namespace '{namespace}': {verb} {qualified} " in permissions["message"]
+    # Without a rollback to do, deleting pods is not asked for.
+    ignoring = cache.connector(kubeconfig=str(kubeconfig), on_failure="ignore")
+    assert {r["name"]: r for r in ignoring.check()}["permissions"]["success"]
+
+
+def test_an_hpa_on_the_statefulset_is_found_and_tuned(cache: Cache, progress: ProgressLog) -> None:
+    """An HPA whose scaleTargetRef is the StatefulSet: its bounds are offered instead of replicas."""
+    hpa = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": NAME},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": NAME},
+            "minReplicas": 2,  # the replicas it has: no scaling while the test runs
+            "maxReplicas": 3,
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}},
+                }
+            ],
+        },
+    }
+    path = f"/apis/autoscaling/v2/namespaces/{cache.namespace}/horizontalpodautoscalers/{NAME}"
+    cache.cluster.apply(cache.namespace, hpa)
+    try:
+        workload = {
+            **CONNECTOR_CACHE,
+            "hpa": {"max_replicas": {"min": 2, "max": 5}, "target_cpu_utilization": {"min": 30, "max": 90}},
+        }
+        connector = cache.connector(workload)
+        described = settings(connector.describe()["components"], NAME)
+        assert "replicas" not in described
+        assert (described["hpa_max_replicas"], described["hpa_target_cpu_utilization"]) == (3, 80)
+        generation = cache.get()["metadata"]["generation"]
+        result = _adjust(connector, progress, hpa_max_replicas=4, hpa_target_cpu_utilization=60)
+        assert settings(result, NAME)["hpa_max_replicas"] == 4
+        spec = cache.cluster.get(path)["spec"]
+        assert (
+            spec["maxReplicas"] == 4 and spec["metrics"][0]["resource"]["target"]["averageUtilization"] == 60
+        )
+        assert cache.get()["metadata"]["generation"] == generation  # the StatefulSet itself untouched
+    finally:
+        cache.cluster.kubectl("delete", "hpa", NAME, "-n", cache.namespace, "--ignore-not-found")
 
 
 def test_a_short_optimization_through_servo_actors_run(cache: Cache, tmp_path: Path) -> None:
