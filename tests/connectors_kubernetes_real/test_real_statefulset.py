@@ -152,9 +152,13 @@ def healthy(statefulset: dict[str, Any]) -> bool:
     )
 
 
-def _adjust(connector: KubernetesConnector, progress: ProgressLog, **asked: Any) -> dict[str, Any]:
+def _adjust(
+    connector: KubernetesConnector, progress: ProgressLog, control: Control | None = None, **asked: Any
+) -> dict[str, Any]:
     return connector.adjust(
-        {NAME: {"settings": {name: {"value": value} for name, value in asked.items()}}}, Control(), progress
+        {NAME: {"settings": {name: {"value": value} for name, value in asked.items()}}},
+        control or Control(),
+        progress,
     )
 
 
@@ -216,9 +220,11 @@ def test_adjust_is_rolled_out_by_the_real_statefulset_controller(cache: Cache, p
         f"{NAME}.restarts": {"unit": "count", "value": 0},
     }
 
-    # A partition: only ordinals >= 2 take the new template, and the rollout is done when they have.
+    # A partition: only ordinals >= 2 take the new template, and the rollout is done when they have;
+    # the settlement watches the new pod only.
     cache.patch('{"spec": {"updateStrategy": {"rollingUpdate": {"partition": 2}}}}')
-    partitioned = _adjust(connector, progress, GOGC=300, replicas=3)
+    partitioned = _adjust(connector, progress, Control(settlement=1), GOGC=300, replicas=3)
+    assert any(message.startswith("settling") for _, message in progress.reports)
     assert settings(partitioned, NAME)["GOGC"] == 300
     status = cache.get()["status"]
     assert status["updatedReplicas"] == 1 and status["readyReplicas"] == 3

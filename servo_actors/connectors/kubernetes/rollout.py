@@ -392,11 +392,10 @@ class RolloutWatcher:
         deleted = []
         for pod in pods:
             meta = pod.get("metadata", {})
-            labels = meta.get("labels") or {}
             if (
                 not _owned(pod, uid)
                 or meta.get("deletionTimestamp")
-                or labels.get(REVISION_LABEL) == revision
+                or _revision(pod) == revision
                 or _ready(pod)
             ):
                 continue
@@ -423,7 +422,8 @@ class RolloutWatcher:
         began = self.clock()
         end = began + seconds
         baselines: dict[str, dict[tuple[str, str], int]] = {}
-        owners: dict[str, str] = {}  # ReplicaSet uid -> deployment name
+        owners: dict[str, str] = {}  # ReplicaSet (or StatefulSet) uid -> workload name
+        revisions: dict[str, str] = {}  # StatefulSet name -> its updateRevision: the new pods' label
         selectors = []
         for name in names:
             deployment = self._read(name)
@@ -432,6 +432,8 @@ class RolloutWatcher:
             selectors.append(label_selector(deployment.get("spec", {}).get("selector") or {}))
             if replicaset is not None:
                 owners[replicaset["metadata"].get("uid", "")] = name
+            if _is_statefulset(deployment):
+                revisions[name] = (deployment.get("status") or {}).get("updateRevision", "")
         # One Deployment: watch only its pods; several: the namespace's (one stream, not one each).
         scope = {"labelSelector": selectors[0]} if len(selectors) == 1 and selectors[0] else {}
         while (now := self.clock()) < end:
@@ -447,6 +449,8 @@ class RolloutWatcher:
                 }
                 for kind, pod in self.client.watch(pods_path(self.namespace), since, self._seconds(end)):
                     owner = _owner_name(pod, owners)
+                    if owner in revisions and _revision(pod) != revisions[owner]:
+                        continue  # a StatefulSet's pod below its partition: not one of the new pods
                     if owner is not None and kind == "MODIFIED":
                         found = instability(baselines[owner], [pod])
                         if found is not None:
@@ -487,6 +491,10 @@ def _owned(obj: dict[str, Any], uid: str | None) -> bool:
     return uid is None or any(
         ref.get("uid") == uid for ref in obj.get("metadata", {}).get("ownerReferences") or []
     )
+
+
+def _revision(pod: dict[str, Any]) -> str:
+    return str((pod.get("metadata", {}).get("labels") or {}).get(REVISION_LABEL, ""))
 
 
 def _owner_name(pod: dict[str, Any], owners: dict[str, str]) -> str | None:
