@@ -264,6 +264,33 @@ def test_a_crash_loop_is_diagnosed_and_the_rollback_replaces_the_stuck_pod(
         assert env_of(main_of(pod))[SIMULATE_ENV] == "none"
 
 
+def test_without_a_rollback_a_crash_looping_pod_holds_the_statefulset_until_deleted(
+    cache: Cache, progress: ProgressLog
+) -> None:
+    """The upstream limit the rollback works around, on the real controller: under
+    ``on_failure: ignore`` the crash-looping cache-1 stays; an ADJUST back to healthy values
+    patches the template, but the controller waits for cache-1 to be Ready before it replaces it,
+    so that ADJUST times out naming the pod; deleting the pod (what a rollback does) ends it."""
+    before = cache.get()
+    connector = cache.connector(timeout="4s", on_failure="ignore")
+    with pytest.raises(ConnectorFailure) as caught:
+        _adjust(connector, progress, **{SIMULATE_ENV: "crash-loop"})
+    assert (caught.value.status, caught.value.reason) == ("rejected", "start-failed"), caught.value.message
+    assert caught.value.message.endswith("The new settings were left in place (on_failure: ignore).")
+    with pytest.raises(ConnectorFailure) as caught:
+        _adjust(connector, progress, **{SIMULATE_ENV: "none"})
+    assert (caught.value.status, caught.value.reason) == ("failed", "timeout"), caught.value.message
+    assert "pod(s) cache-1 of an older revision are not ready" in caught.value.message
+    held = cache.get()
+    assert held["spec"]["template"] == before["spec"]["template"]  # the template is back ...
+    stuck = cache.pods()["cache-1"]  # ... but the controller left the crash-looping pod alone
+    assert stuck["metadata"]["labels"][REVISION_LABEL] != held["status"]["updateRevision"]
+    assert env_of(main_of(stuck))[SIMULATE_ENV] == "crash-loop"
+    cache.cluster.kubectl("delete", "pod", "cache-1", "-n", cache.namespace, "--wait=false")
+    cache.rollout_status()
+    assert healthy(cache.get())
+
+
 def test_unschedulable_waits_until_the_timeout_then_rolls_back(cache: Cache, progress: ProgressLog) -> None:
     before = cache.get()
     # 6 cores: more than any node has (4), so the real scheduler refuses the replacement of cache-1.

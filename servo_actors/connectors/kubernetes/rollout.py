@@ -325,18 +325,27 @@ class RolloutWatcher:
         if trouble is not None:
             return Diagnosis("failed", "kubernetes-unreachable", f"{self.kind(name)} {name}: {trouble}")
         found = None
+        stuck: list[str] = []
         try:
             deployment = self._read(name)
             if _observed(deployment):
                 found = self.diagnose(deployment)
+                if found is None and _is_statefulset(deployment):
+                    stuck = [p.get("metadata", {}).get("name", "?") for p in self.stuck_pods(deployment)]
         except KubeError:
             pass  # the timeout is the news; a diagnosis would only have added detail
         if found is not None:
             return found
         where = f" ({status.message})" if status else ""
+        why = ""
+        if stuck:  # not the new settings' fault: an older revision's pod the controller waits on
+            why = (
+                f": pod(s) {', '.join(stuck)} of an older revision are not ready, and the StatefulSet "
+                "controller waits for them before replacing them (delete them to let them be replaced)"
+            )
         return Diagnosis(
             "failed", "timeout",
-            f"{self.kind(name)} {name} did not finish rolling out within {format_duration(timeout)}{where}",
+            f"{self.kind(name)} {name} did not finish rolling out within {format_duration(timeout)}{where}{why}",
         )  # fmt: skip
 
     def _seconds(self, deadline: float) -> int:
@@ -380,25 +389,30 @@ class RolloutWatcher:
                 events = None  # events only add detail; a cluster may forbid or drop them
         return diagnose_pods(pods, events)
 
-    def replace_stuck_pods(self, statefulset: dict[str, Any], report: Report) -> list[str]:
-        """Delete the StatefulSet's pods that are not at its ``updateRevision`` and not ready (the
-        controller then creates them again from that revision); their names."""
+    def stuck_pods(self, statefulset: dict[str, Any]) -> list[dict[str, Any]]:
+        """The StatefulSet's pods that are not at its ``updateRevision`` and not ready: with
+        OrderedReady the controller waits for each to be Ready before it replaces it."""
         selector = label_selector(statefulset.get("spec", {}).get("selector") or {})
         revision = (statefulset.get("status") or {}).get("updateRevision")
         uid = statefulset.get("metadata", {}).get("uid")
         if not selector or not revision:
             return []
         pods = self.client.get(pods_path(self.namespace), {"labelSelector": selector}).get("items") or []
+        return [
+            pod
+            for pod in pods
+            if _owned(pod, uid)
+            and not pod.get("metadata", {}).get("deletionTimestamp")
+            and _revision(pod) != revision
+            and not _ready(pod)
+        ]
+
+    def replace_stuck_pods(self, statefulset: dict[str, Any], report: Report) -> list[str]:
+        """Delete ``stuck_pods`` (the controller then creates them again from the update
+        revision); their names."""
         deleted = []
-        for pod in pods:
+        for pod in self.stuck_pods(statefulset):
             meta = pod.get("metadata", {})
-            if (
-                not _owned(pod, uid)
-                or meta.get("deletionTimestamp")
-                or _revision(pod) == revision
-                or _ready(pod)
-            ):
-                continue
             try:  # the uid precondition: never a pod of the same name created since the list
                 self.client.delete(
                     pod_path(self.namespace, meta.get("name", "")),
