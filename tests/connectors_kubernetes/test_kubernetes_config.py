@@ -142,3 +142,22 @@ def test_an_adjust_declares_its_rollout_and_rollback_time(changes, control, decl
     # A measure waits only for its own control's times; describe and check for nothing.
     for operation in ("measure", "describe", "check"):
         assert KubernetesConnector.operation_seconds(cfg, operation, control) == 0.0
+
+
+def test_a_statefulset_beside_a_tuning_deployment_is_adjusted_as_itself() -> None:
+    """``strategy: tuning`` splits off its own components only; a StatefulSet's stay with the rest."""
+    from servo_actors.connectors.kubernetes.settings import requested_targets
+    from servo_actors.connectors.kubernetes.tuning import split_components
+
+    data = copy.deepcopy(BASE_CONFIG)
+    data["deployments"][0]["strategy"] = "tuning"
+    data["deployments"][0]["replicas"] = None
+    data["statefulsets"] = [
+        {"name": "cache", "containers": [{"name": "main", "cpu": {"min": "100m", "max": 2}}]}
+    ]
+    cfg = KubernetesConfig.model_validate(data)
+    rest, trial = split_components(
+        cfg, {"cache": {"settings": {"cpu": {"value": 1}}}, "web-tuning": {"settings": {"cpu": {"value": 1}}}}
+    )
+    assert set(rest) == {"cache"} and set(trial.targets) == {"web"}
+    assert requested_targets(cfg, rest)["cache"].containers["main"].cpu == 1.0
