@@ -201,7 +201,9 @@ class RolloutWatcher:
         return self.kinds.get(name, "Deployment")
 
     def _read(self, name: str) -> dict[str, Any]:
-        return self.client.get(workload_path(self.namespace, self.kind(name), name))
+        """The workload, with its ``kind`` (the rules go by it) even from a server that leaves it out."""
+        obj = self.client.get(workload_path(self.namespace, self.kind(name), name))
+        return obj if "kind" in obj else {**obj, "kind": self.kind(name)}
 
     # -- rollout -------------------------------------------------------------------------------
 
@@ -299,6 +301,8 @@ class RolloutWatcher:
         return status
 
     def _judge(self, name: str, deployment: dict[str, Any], report: Report) -> RolloutStatus:
+        if "kind" not in deployment:  # the rule goes by the object's kind: never guess it from counts
+            deployment = {**deployment, "kind": self.kind(name)}
         status = self.status(deployment)
         report(status.fraction, status.message)
         if status.failure is not None:
