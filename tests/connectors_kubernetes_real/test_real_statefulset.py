@@ -51,7 +51,7 @@ CONNECTOR_CACHE: dict[str, Any] = {
             "memory": {"min": "64Mi", "max": "1Gi", "step": "64Mi"},
             "env": [
                 {"name": "GOGC", "type": "range", "min": 50, "max": 400, "step": 10},
-                {"name": SIMULATE_ENV, "type": "enum", "values": ["none", "crash-loop"]},
+                {"name": SIMULATE_ENV, "type": "enum", "values": ["none", "crash-loop", "image-pull-error"]},
             ],
         }
     ],
@@ -262,6 +262,21 @@ def test_a_crash_loop_is_diagnosed_and_the_rollback_replaces_the_stuck_pod(
     for pod in cache.pods().values():
         assert pod["metadata"]["labels"][REVISION_LABEL] == before["status"]["updateRevision"]
         assert env_of(main_of(pod))[SIMULATE_ENV] == "none"
+
+
+def test_an_image_pull_failure_is_not_the_settings_fault_and_is_rolled_back(
+    cache: Cache, progress: ProgressLog
+) -> None:
+    before = cache.get()
+    with pytest.raises(ConnectorFailure) as caught:
+        _adjust(cache.connector(), progress, **{SIMULATE_ENV: "image-pull-error"})
+    failure = caught.value
+    assert (failure.status, failure.reason) == ("failed", "image-pull-failed"), failure.message
+    assert f"cannot pull image {IMAGE}" in failure.message
+    assert failure.message.endswith(f"Rolled {NAME} back to the previous settings, which are healthy again.")
+    after = cache.get()
+    assert healthy(after) and after["status"]["updateRevision"] == before["status"]["updateRevision"]
+    assert {env_of(main_of(p))[SIMULATE_ENV] for p in cache.pods().values()} == {"none"}
 
 
 def test_without_a_rollback_a_crash_looping_pod_holds_the_statefulset_until_deleted(
