@@ -161,3 +161,16 @@ def test_a_statefulset_beside_a_tuning_deployment_is_adjusted_as_itself() -> Non
     )
     assert set(rest) == {"cache"} and set(trial.targets) == {"web"}
     assert requested_targets(cfg, rest)["cache"].containers["main"].cpu == 1.0
+
+
+def test_check_asks_for_statefulset_verbs_only_when_statefulsets_are_configured() -> None:
+    from servo_actors.connectors.kubernetes.checks import REQUIRED_ACCESS, required_access
+
+    sts = {"name": "cache", "containers": [{"name": "main", "cpu": {"min": "100m", "max": 2}}]}
+    assert required_access(config()) == REQUIRED_ACCESS
+    asked = required_access(config(statefulsets=[sts]))
+    assert ("apps", "statefulsets", ("get", "list", "watch", "patch")) in asked
+    assert ("", "pods", ("delete",)) in asked  # the rollback deletes the failed revision's stuck pods
+    ignoring = required_access(config(statefulsets=[sts], on_failure="ignore"))
+    assert ("apps", "statefulsets", ("get", "list", "watch", "patch")) in ignoring
+    assert ("", "pods", ("delete",)) not in ignoring
