@@ -305,6 +305,24 @@ def test_without_a_rollback_a_crash_looping_pod_holds_the_statefulset_until_dele
     assert healthy(cache.get())
 
 
+def test_shutdown_scales_the_statefulset_to_zero(cache: Cache, progress: ProgressLog) -> None:
+    before = cache.get()
+    with pytest.raises(ConnectorFailure) as caught:
+        _adjust(cache.connector(on_failure="shutdown"), progress, **{SIMULATE_ENV: "crash-loop"})
+    assert (caught.value.status, caught.value.reason) == ("rejected", "start-failed"), caught.value.message
+    assert caught.value.message.endswith(f"Scaled {NAME} to zero replicas (on_failure: shutdown).")
+    assert cache.get()["spec"]["replicas"] == 0
+    # The real controller removes every pod, the crash-looping one included (it is the highest ordinal).
+    wait_until(lambda: not cache.pods(), ROLLOUT_TIMEOUT, interval=0.2, what="every pod gone")
+    # Put it back as it was (the admin's doing, as after any shutdown).
+    cache.cluster.kubectl("set", "env", f"statefulset/{NAME}", f"{SIMULATE_ENV}=none", "-n", cache.namespace)
+    cache.cluster.kubectl(
+        "scale", f"statefulset/{NAME}", f"--replicas={before['spec']['replicas']}", "-n", cache.namespace
+    )
+    cache.rollout_status()
+    assert healthy(cache.get())
+
+
 def test_unschedulable_waits_until_the_timeout_then_rolls_back(cache: Cache, progress: ProgressLog) -> None:
     before = cache.get()
     # 6 cores: more than any node has (4), so the real scheduler refuses the replacement of cache-1.
