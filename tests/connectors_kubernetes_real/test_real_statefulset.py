@@ -279,6 +279,28 @@ def test_an_image_pull_failure_is_not_the_settings_fault_and_is_rolled_back(
     assert {env_of(main_of(p))[SIMULATE_ENV] for p in cache.pods().values()} == {"none"}
 
 
+def test_a_crash_loop_with_parallel_pod_management_is_rolled_back_too(
+    cache: Cache, progress: ProgressLog
+) -> None:
+    """podManagementPolicy Parallel: the rolling update still goes one pod at a time from the top."""
+    cache.cluster.apply(cache.namespace, statefulset_manifest("swift", podManagementPolicy="Parallel"))
+    cache.rollout_status("swift")
+    before = cache.get("swift")
+    connector = cache.connector({**CONNECTOR_CACHE, "name": "swift"})
+    with pytest.raises(ConnectorFailure) as caught:
+        connector.adjust(
+            {"swift": {"settings": {SIMULATE_ENV: {"value": "crash-loop"}}}}, Control(), progress
+        )
+    assert (caught.value.status, caught.value.reason) == ("rejected", "start-failed"), caught.value.message
+    assert caught.value.message.endswith(
+        "Rolled swift back to the previous settings, which are healthy again."
+    )
+    after = cache.get("swift")
+    assert healthy(after) and after["status"]["updateRevision"] == before["status"]["updateRevision"]
+    assert {env_of(main_of(p))[SIMULATE_ENV] for p in cache.pods("swift").values()} == {"none"}
+    cache.cluster.kubectl("delete", "statefulset", "swift", "-n", cache.namespace, "--wait=false")
+
+
 def test_without_a_rollback_a_crash_looping_pod_holds_the_statefulset_until_deleted(
     cache: Cache, progress: ProgressLog
 ) -> None:
