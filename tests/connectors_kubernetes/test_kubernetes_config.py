@@ -84,14 +84,47 @@ def test_component_names_must_be_unique_across_deployments() -> None:
         ({"namespace": "Not_Valid"}, "namespace"),
         ({"timeout": 0}, "more than 0"),
         ({"on_failure": "destroy"}, "rollback"),
-        ({"deployments": []}, "at least 1"),
+        ({"deployments": []}, "at least one workload"),
+        ({"deployments": [], "statefulsets": []}, "under deployments or statefulsets"),
         ({"unknown": 1}, "Extra inputs"),
-        ({"statefulsets": [{"name": "db", "containers": [{"name": "main"}]}]}, "StatefulSets are not supported yet"),
+        (
+            {"statefulsets": [{"name": "db", "strategy": "tuning", "containers": [{"name": "main"}]}]},
+            "strategy: tuning is for Deployments only",
+        ),
+        ({"statefulsets": [{"name": "web", "containers": [{"name": "main"}]}]}, "under both deployments and"),
+        (
+            {"statefulsets": [{"name": "DB", "containers": [{"name": "main"}]}]},
+            "not a valid StatefulSet name",
+        ),
+        (
+            {
+                "statefulsets": [
+                    {"name": "db", "containers": [{"name": "m"}]},
+                    {"name": "db", "containers": [{"name": "m"}]},
+                ]
+            },
+            "statefulset\\(s\\) listed twice: db",
+        ),
     ],
 )
 def test_bad_top_level_values(changes, problem) -> None:
     with pytest.raises(ValidationError, match=problem):
         config(**changes)
+
+
+def test_statefulsets_are_accepted_beside_or_instead_of_deployments() -> None:
+    sts = {
+        "name": "cache",
+        "replicas": {"min": 1, "max": 5},
+        "containers": [{"name": "main", "cpu": {"min": "100m", "max": 2}}],
+    }
+    both = config(statefulsets=[sts])
+    assert [(w.kind, w.name) for w in both.workloads] == [("Deployment", "web"), ("StatefulSet", "cache")]
+    assert both.kinds() == {"web": "Deployment", "cache": "StatefulSet"}
+    only = config(deployments=[], statefulsets=[sts])
+    assert [w.name for w in only.workloads] == ["cache"]
+    assert component_name(only.statefulsets[0], only.statefulsets[0].containers[0]) == "cache"
+    assert KubernetesConfig.model_validate(only.model_dump(mode="json")) == only
 
 
 @pytest.mark.parametrize(
@@ -109,3 +142,35 @@ def test_an_adjust_declares_its_rollout_and_rollback_time(changes, control, decl
     # A measure waits only for its own control's times; describe and check for nothing.
     for operation in ("measure", "describe", "check"):
         assert KubernetesConnector.operation_seconds(cfg, operation, control) == 0.0
+
+
+def test_a_statefulset_beside_a_tuning_deployment_is_adjusted_as_itself() -> None:
+    """``strategy: tuning`` splits off its own components only; a StatefulSet's stay with the rest."""
+    from servo_actors.connectors.kubernetes.settings import requested_targets
+    from servo_actors.connectors.kubernetes.tuning import split_components
+
+    data = copy.deepcopy(BASE_CONFIG)
+    data["deployments"][0]["strategy"] = "tuning"
+    data["deployments"][0]["replicas"] = None
+    data["statefulsets"] = [
+        {"name": "cache", "containers": [{"name": "main", "cpu": {"min": "100m", "max": 2}}]}
+    ]
+    cfg = KubernetesConfig.model_validate(data)
+    rest, trial = split_components(
+        cfg, {"cache": {"settings": {"cpu": {"value": 1}}}, "web-tuning": {"settings": {"cpu": {"value": 1}}}}
+    )
+    assert set(rest) == {"cache"} and set(trial.targets) == {"web"}
+    assert requested_targets(cfg, rest)["cache"].containers["main"].cpu == 1.0
+
+
+def test_check_asks_for_statefulset_verbs_only_when_statefulsets_are_configured() -> None:
+    from servo_actors.connectors.kubernetes.checks import REQUIRED_ACCESS, required_access
+
+    sts = {"name": "cache", "containers": [{"name": "main", "cpu": {"min": "100m", "max": 2}}]}
+    assert required_access(config()) == REQUIRED_ACCESS
+    asked = required_access(config(statefulsets=[sts]))
+    assert ("apps", "statefulsets", ("get", "list", "watch", "patch")) in asked
+    assert ("", "pods", ("delete",)) in asked  # the rollback deletes the failed revision's stuck pods
+    ignoring = required_access(config(statefulsets=[sts], on_failure="ignore"))
+    assert ("apps", "statefulsets", ("get", "list", "watch", "patch")) in ignoring
+    assert ("", "pods", ("delete",)) not in ignoring

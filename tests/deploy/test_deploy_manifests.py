@@ -18,14 +18,15 @@ RUN_AS = 10001
 
 CONTRACT_RULES = {
     ("apps", "deployments"): {"get", "list", "watch", "patch"},
+    ("apps", "statefulsets"): {"get", "list", "watch", "patch"},
     ("apps", "replicasets"): {"get", "list", "watch"},
-    ("", "pods"): {"get", "list", "watch", "create", "delete"},  # create/delete: strategy: tuning
+    ("", "pods"): {"get", "list", "watch", "create", "delete"},  # create/delete: strategy: tuning; delete: a StatefulSet's rollback
     ("autoscaling", "horizontalpodautoscalers"): {"get", "list", "watch", "patch"},
     ("", "events"): {"list", "watch"},
     ("metrics.k8s.io", "pods"): {"get", "list"},
 }
 """The RBAC verbs of KUBE_CONTRACT.md, the same list the connector's check verifies (the tuning
-pods' and StatefulSets' verbs: tuning_checks.TUNING_ACCESS / STATEFULSET_ACCESS)."""
+pods' and StatefulSets' verbs: tuning_checks.TUNING_ACCESS / checks.STATEFULSET_ACCESS, ROLLBACK_ACCESS)."""
 
 
 def manifests() -> dict[str, dict[str, Any]]:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from servo_actors.connectors.kubernetes.client import KubeApiError, KubeClient, deployment_path, hpa_path
+from servo_actors.connectors.kubernetes.client import KubeApiError, KubeClient, hpa_path, workload_path
 from servo_actors.connectors.kubernetes.patches import (
     Owned,
     deployment_patch,
@@ -75,11 +75,16 @@ class Adjustment:
     deployments: dict[str, tuple[DeploymentState, DeploymentTargets, Owned]] = field(default_factory=dict)
     hpas: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     """Deployment name -> (HPA name, its owned fields before)."""
+    kinds: dict[str, str] = field(default_factory=dict)
+    """Workload name -> kind (``Deployment`` / ``StatefulSet``), for every workload applied."""
 
     @property
     def touched(self) -> list[str]:
-        """The Deployments whose rollout to wait for, in config order of patching."""
+        """The workloads whose rollout to wait for, in config order of patching."""
         return list(dict.fromkeys([*self.deployments, *self.hpas]))
+
+    def _path(self, name: str) -> str:
+        return workload_path(self.namespace, self.kinds.get(name, "Deployment"), name)
 
     def apply(self, state: DeploymentState, targets: DeploymentTargets) -> None:
         """Patch the Deployment (and its HPA) towards ``targets``; record what each patch replaced."""
@@ -87,15 +92,24 @@ class Adjustment:
         if targets.replicas is not None and state.hpa is not None:
             raise SettingError(
                 f"{name}: replicas is not offered while HorizontalPodAutoscaler "
-                f"{state.hpa['metadata']['name']!r} controls the Deployment; adjust its hpa_* settings"
+                f"{state.hpa['metadata']['name']!r} controls the {state.config.kind}; adjust its hpa_* settings"
             )
         if targets.hpa and state.hpa is None:
-            raise SettingError(f"{name}: no HorizontalPodAutoscaler targets the Deployment")
+            raise SettingError(f"{name}: no HorizontalPodAutoscaler targets the {state.config.kind}")
         config = state.config
-        if state.deployment.get("spec", {}).get("paused") and (
-            targets.replicas is not None
-            or any(t.cpu is not None or t.memory is not None or t.env for t in targets.containers.values())
-        ):
+        self.kinds[name] = config.kind
+        template_or_scale = targets.replicas is not None or any(
+            t.cpu is not None or t.memory is not None or t.env for t in targets.containers.values()
+        )
+        strategy = (state.deployment.get("spec", {}).get("updateStrategy") or {}).get("type")
+        if config.kind == "StatefulSet" and strategy == "OnDelete" and (template_or_scale or targets.hpa):
+            raise ClusterStateError(
+                f"StatefulSet {name!r} has updateStrategy OnDelete: its pods take a new template only "
+                "when someone deletes them, so new settings would never roll out on their own; switch it "
+                "to RollingUpdate or leave it out of the adjustment",
+                reason="statefulset-on-delete",
+            )
+        if state.deployment.get("spec", {}).get("paused") and template_or_scale:
             raise ClusterStateError(
                 f"Deployment {name!r} is paused, so new settings would not roll out: resume it "
                 f"(kubectl rollout resume deployment/{name}) or leave it out of the adjustment",
@@ -108,10 +122,7 @@ class Adjustment:
             captured["before"] = before
             return deployment_patch(before, wanted_fields(before, targets, config), _resource_version(obj))
 
-        if (
-            patch_with_retry(self.client, deployment_path(self.namespace, name), state.deployment, build)
-            is not None
-        ):
+        if patch_with_retry(self.client, self._path(name), state.deployment, build) is not None:
             self.deployments[name] = (state, targets, captured["before"])
         if targets.hpa and state.hpa is not None:
             hpa_name = state.hpa["metadata"]["name"]
@@ -133,7 +144,7 @@ class Adjustment:
                 self.hpas[name] = (hpa_name, dict(hpa_before))
 
     def rollback(self) -> list[str]:
-        """Patch back every value this adjustment replaced; the Deployments to wait for."""
+        """Patch back every value this adjustment replaced; the workloads to wait for."""
         for name, (state, targets, before) in self.deployments.items():
 
             def build(
@@ -145,7 +156,7 @@ class Adjustment:
                 now = owned_fields(obj, targets, state.config)
                 return deployment_patch(now, before, _resource_version(obj))
 
-            patch_with_retry(self.client, deployment_path(self.namespace, name), None, build)
+            patch_with_retry(self.client, self._path(name), None, build)
         for hpa_name, before in self.hpas.values():
 
             def build_hpa(obj: dict[str, Any], before: dict[str, Any] = before) -> dict[str, Any] | None:
@@ -155,7 +166,7 @@ class Adjustment:
         return self.touched
 
     def shutdown(self) -> list[str]:
-        """Scale every touched Deployment to zero (an HPA leaves a Deployment at zero alone)."""
+        """Scale every touched workload to zero (an HPA leaves a workload at zero alone)."""
         for name in self.touched:
 
             def build(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -163,5 +174,5 @@ class Adjustment:
                     return None
                 return {"metadata": {"resourceVersion": _resource_version(obj)}, "spec": {"replicas": 0}}
 
-            patch_with_retry(self.client, deployment_path(self.namespace, name), None, build)
+            patch_with_retry(self.client, self._path(name), None, build)
         return self.touched

@@ -12,6 +12,7 @@ from servo_actors.connectors.kubernetes.client import (
     KubeError,
     deployments_path,
     hpas_path,
+    statefulsets_path,
 )
 from servo_actors.connectors.kubernetes.cluster import find_hpa, read_deployment
 from servo_actors.connectors.kubernetes.config import DeploymentConfig, KubernetesConfig
@@ -25,6 +26,13 @@ REQUIRED_ACCESS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("", "events", ("list", "watch")),
 )
 """(group, resource, verbs) the connector uses in its namespace; deploy/kubernetes grants the same."""
+STATEFULSET_ACCESS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("apps", "statefulsets", ("get", "list", "watch", "patch")),
+)
+"""Also needed when ``statefulsets`` are configured."""
+ROLLBACK_ACCESS: tuple[tuple[str, str, tuple[str, ...]], ...] = (("", "pods", ("delete",)),)
+"""Also needed for a StatefulSet under ``on_failure: rollback``: the pods of the failed revision
+that are not ready are deleted, else the controller waits on them forever."""
 OPTIONAL_ACCESS: tuple[tuple[str, str, tuple[str, ...]], ...] = (("metrics.k8s.io", "pods", ("get", "list")),)
 """Without these, measure reports no CPU/memory usage; everything else works."""
 
@@ -37,10 +45,24 @@ def run_checks(client: KubeClient, config: KubernetesConfig) -> list[dict[str, A
     reachable = check_reachable(client)
     if not reachable["success"]:
         return [reachable]
-    results = [reachable, check_access(client, config.namespace), check_namespace(client, config.namespace)]
-    for deployment in config.deployments:
+    results = [
+        reachable,
+        check_access(client, config.namespace, required_access(config)),
+        check_namespace(client, config.namespace, with_statefulsets=bool(config.statefulsets)),
+    ]
+    for deployment in config.workloads:
         results.extend(check_deployment(client, config.namespace, deployment))
     return results
+
+
+def required_access(config: KubernetesConfig) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """REQUIRED_ACCESS, and what the configured StatefulSets (and their rollback) need besides."""
+    wanted = REQUIRED_ACCESS
+    if config.statefulsets:
+        wanted += STATEFULSET_ACCESS
+        if config.on_failure == "rollback":
+            wanted += ROLLBACK_ACCESS
+    return wanted
 
 
 def check_reachable(client: KubeClient) -> dict[str, Any]:
@@ -65,10 +87,12 @@ def allowed(client: KubeClient, namespace: str, group: str, resource: str, verb:
     return bool((answer.get("status") or {}).get("allowed"))
 
 
-def check_access(client: KubeClient, namespace: str) -> dict[str, Any]:
+def check_access(
+    client: KubeClient, namespace: str, wanted: tuple[tuple[str, str, tuple[str, ...]], ...] = REQUIRED_ACCESS
+) -> dict[str, Any]:
     name = "permissions"
     try:
-        missing = _denied(client, namespace, REQUIRED_ACCESS)
+        missing = _denied(client, namespace, wanted)
         optional = _denied(client, namespace, OPTIONAL_ACCESS)
     except KubeError as exc:
         return _result(name, False, f"cannot ask for a SelfSubjectAccessReview: {exc}")
@@ -95,20 +119,27 @@ def _denied(
     return denied
 
 
-def check_namespace(client: KubeClient, namespace: str) -> dict[str, Any]:
+def check_namespace(client: KubeClient, namespace: str, with_statefulsets: bool = False) -> dict[str, Any]:
     name = f"namespace {namespace} readable"
     try:
         found = client.get(deployments_path(namespace), {"limit": "500"}).get("items") or []
         hpas = client.get(hpas_path(namespace), {"limit": "500"}).get("items") or []
+        sets = (
+            client.get(statefulsets_path(namespace), {"limit": "500"}).get("items") or []
+            if with_statefulsets
+            else []
+        )
     except KubeError as exc:
         return _result(name, False, str(exc))
-    return _result(name, True, f"{len(found)} Deployment(s), {len(hpas)} HorizontalPodAutoscaler(s)")
+    counted = f"{len(sets)} StatefulSet(s), " if with_statefulsets else ""
+    return _result(name, True, f"{len(found)} Deployment(s), {counted}{len(hpas)} HorizontalPodAutoscaler(s)")
 
 
 def check_deployment(client: KubeClient, namespace: str, config: DeploymentConfig) -> list[dict[str, Any]]:
-    name = f"deployment {config.name}"
+    """The configured Deployment (or StatefulSet) exists with the containers and resources named."""
+    name = f"{config.kind.lower()} {config.name}"
     try:
-        deployment = read_deployment(client, namespace, config.name)
+        deployment = read_deployment(client, namespace, config.name, config.kind)
     except (KubeError, ClusterStateError) as exc:
         return [_result(name, False, str(exc))]
     problems, notes = [], []
@@ -129,6 +160,10 @@ def check_deployment(client: KubeClient, namespace: str, config: DeploymentConfi
                 notes.append(f"{container_config.name} {resource} {value}")
     if deployment.get("spec", {}).get("paused"):
         problems.append("it is paused: new settings would not roll out (kubectl rollout resume)")
+    if (deployment.get("spec", {}).get("updateStrategy") or {}).get("type") == "OnDelete":
+        problems.append(
+            "its updateStrategy is OnDelete: new settings would not roll out, so ADJUST refuses it"
+        )
     replicas = deployment.get("spec", {}).get("replicas", 1)
     results = [
         _result(name, False, "; ".join(problems))
@@ -151,5 +186,5 @@ def _check_hpa(client: KubeClient, namespace: str, config: DeploymentConfig) -> 
     spec = hpa.get("spec", {})
     message = f"HorizontalPodAutoscaler {hpa['metadata']['name']} ({spec.get('minReplicas', 1)}-{spec.get('maxReplicas')} replicas)"
     if config.replicas is not None:
-        message += ": replicas is not offered while it controls the Deployment"
+        message += f": replicas is not offered while it controls the {config.kind}"
     return _result(name, True, message)

@@ -222,6 +222,23 @@ def deployment_path(namespace: str, name: str) -> str:
     return f"{deployments_path(namespace)}/{_q(name)}"
 
 
+def statefulsets_path(namespace: str) -> str:
+    return f"/apis/apps/v1/namespaces/{_q(namespace)}/statefulsets"
+
+
+def statefulset_path(namespace: str, name: str) -> str:
+    return f"{statefulsets_path(namespace)}/{_q(name)}"
+
+
+def workloads_path(namespace: str, kind: str) -> str:
+    """The collection of ``kind`` (``Deployment`` or ``StatefulSet``)."""
+    return statefulsets_path(namespace) if kind == "StatefulSet" else deployments_path(namespace)
+
+
+def workload_path(namespace: str, kind: str, name: str) -> str:
+    return f"{workloads_path(namespace, kind)}/{_q(name)}"
+
+
 def replicasets_path(namespace: str) -> str:
     return f"/apis/apps/v1/namespaces/{_q(namespace)}/replicasets"
 

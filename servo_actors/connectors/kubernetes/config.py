@@ -8,7 +8,7 @@ back as quantities, so ``servo-actors config`` output loads again unchanged.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -166,6 +166,8 @@ class DeploymentConfig(_Strict):
     ``strategy: tuning`` leaves the Deployment untouched (its settings described, pinned) and
     puts the trial settings on one extra pod beside it (see tuning.py)."""
 
+    kind: ClassVar[str] = "Deployment"
+    """The workload's kind: the API resource it is read and patched as (``StatefulSetConfig``)."""
     name: str
     strategy: Literal["default", "tuning"] = "default"
     replicas: CountRange | None = None
@@ -176,7 +178,7 @@ class DeploymentConfig(_Strict):
     @classmethod
     def _dns_name(cls, value: str) -> str:
         if not _NAME.match(value):
-            raise ValueError(f"{value!r} is not a valid Deployment name (lower case, digits, '-' and '.')")
+            raise ValueError(f"{value!r} is not a valid {cls.kind} name (lower case, digits, '-' and '.')")
         return value
 
     @field_validator("containers")
@@ -187,6 +189,24 @@ class DeploymentConfig(_Strict):
         if twice:
             raise ValueError(f"container(s) listed twice: {', '.join(twice)}")
         return containers
+
+
+class StatefulSetConfig(DeploymentConfig):
+    """A StatefulSet to optimize: the same settings as a Deployment, rolled out by the StatefulSet
+    controller (``updateStrategy: RollingUpdate``; an ``OnDelete`` one is described but refused at
+    ADJUST). ``strategy: tuning`` is not offered: a pod beside a StatefulSet has no identity of its own."""
+
+    kind: ClassVar[str] = "StatefulSet"
+
+    @field_validator("strategy")
+    @classmethod
+    def _no_tuning(cls, value: str) -> str:
+        if value != "default":
+            raise ValueError(
+                "strategy: tuning is for Deployments only: a StatefulSet's pods have identities and "
+                "storage of their own, so no extra pod can stand beside them (leave strategy out)"
+            )
+        return value
 
 
 class KubernetesConfig(_Strict):
@@ -202,7 +222,17 @@ class KubernetesConfig(_Strict):
     on_failure: Literal["rollback", "shutdown", "ignore"] = "rollback"
     request_timeout: Duration = 10.0
     """The longest one API request may take (connect and each read)."""
-    deployments: list[DeploymentConfig] = Field(min_length=1)
+    deployments: list[DeploymentConfig] = Field(default_factory=list)
+    statefulsets: list[StatefulSetConfig] = Field(default_factory=list)
+
+    @property
+    def workloads(self) -> list[DeploymentConfig]:
+        """The Deployments, then the StatefulSets."""
+        return [*self.deployments, *self.statefulsets]
+
+    def kinds(self) -> dict[str, str]:
+        """Workload name -> its kind (``Deployment`` / ``StatefulSet``)."""
+        return {w.name: w.kind for w in self.workloads}
 
     @field_validator("namespace")
     @classmethod
@@ -218,24 +248,26 @@ class KubernetesConfig(_Strict):
             raise ValueError("must be more than 0")
         return value
 
-    @model_validator(mode="before")
-    @classmethod
-    def _no_statefulsets(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "statefulsets" in data:
-            raise ValueError(
-                "statefulsets: StatefulSets are not supported yet, only Deployments "
-                "(README, Limits: the kubernetes connector)"
-            )
-        return data
-
     @model_validator(mode="after")
     def _unique_names(self) -> KubernetesConfig:
+        if not self.workloads:
+            raise ValueError("name at least one workload to optimize, under deployments or statefulsets")
         names = [d.name for d in self.deployments]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise ValueError(f"deployment(s) listed twice: {', '.join(twice)}")
+        names = [s.name for s in self.statefulsets]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"statefulset(s) listed twice: {', '.join(twice)}")
+        both = sorted({d.name for d in self.deployments} & set(names))
+        if both:
+            raise ValueError(
+                f"{', '.join(both)}: named under both deployments and statefulsets (components and "
+                "metrics are named by the workload, so the names must differ)"
+            )
         seen: dict[str, str] = {}
-        for workload in self.deployments:
+        for workload in self.workloads:
             for container in workload.containers:
                 names = [component_name(workload, container)]
                 if workload.strategy == "tuning":

@@ -1,4 +1,4 @@
-"""The ``kubernetes`` connector: CPU, memory, env and replicas of Deployments, and HPA bounds.
+"""The ``kubernetes`` connector: CPU, memory, env and replicas of Deployments and StatefulSets, and HPA bounds.
 
 Every operation reads the cluster afresh (nothing is kept between commands), so a connector
 started after a cancel sees the cluster as it is. See the README, "The kubernetes connector".
@@ -44,7 +44,7 @@ PATCHED, ROLLED_OUT = 5.0, 90.0
 
 
 class KubernetesConnector(Connector):
-    """Optimizes Deployments (see the module docstring and the README)."""
+    """Optimizes Deployments and StatefulSets (see the module docstring and the README)."""
 
     config_model: ClassVar[type[BaseModel]] = KubernetesConfig
     config: KubernetesConfig
@@ -63,7 +63,7 @@ class KubernetesConnector(Connector):
         with self._cluster("describe") as client:
             components = self._describe_all(client)
             with_usage = measurement.metrics_api_available(client, self.config.namespace)
-        names = [d.name for d in self.config.deployments]
+        names = [d.name for d in self.config.workloads]
         metrics = measurement.metric_descriptors(names, with_usage)
         metrics.update(tuning.tuning_metric_descriptors(self.config, with_usage))
         return {"components": components, "metrics": metrics}
@@ -123,7 +123,7 @@ class KubernetesConnector(Connector):
         self, client: KubeClient, adjustment: Adjustment, settlement: float, progress: ProgressFn
     ) -> None:
         """Wait for the rollouts and the settlement; on failure apply ``on_failure`` and say both."""
-        watcher = RolloutWatcher(client, self.config.namespace)
+        watcher = RolloutWatcher(client, self.config.namespace, kinds=self.config.kinds())
         try:
             watcher.wait(adjustment.touched, self.config.timeout, _scaled(progress, PATCHED, ROLLED_OUT))
             watcher.settle(adjustment.touched, settlement, _scaled(progress, ROLLED_OUT, 99.0))
@@ -131,8 +131,9 @@ class KubernetesConnector(Connector):
             outcome = self._recover(adjustment, watcher, progress)
             diagnosis = failure.diagnosis
             what = diagnosis.message.rstrip(".")
-            if not what.startswith(f"Deployment {failure.deployment}"):
-                what = f"Deployment {failure.deployment}: {what}"
+            workload = f"{watcher.kind(failure.deployment)} {failure.deployment}"
+            if not what.startswith(workload):
+                what = f"{workload}: {what}"
             raise ConnectorFailure(
                 f"{what}. {outcome}", status=diagnosis.status, reason=diagnosis.reason
             ) from None
@@ -140,7 +141,8 @@ class KubernetesConnector(Connector):
     def measure(self, metrics: list[str], control: Control, progress: ProgressFn) -> dict[str, Any]:
         if not metrics:
             return {"metrics": {}, "annotations": {}}
-        names = [d.name for d in self.config.deployments]
+        names = [d.name for d in self.config.workloads]
+        kinds = self.config.kinds()
         extra = tuning.TuningMeasure(self.config, metrics)
         wanted = {}
         for metric in extra.rest:
@@ -153,7 +155,7 @@ class KubernetesConnector(Connector):
         namespace = self.config.namespace
         restart_names = {d for d, kind in wanted.values() if kind == "restarts"}
         with self._cluster("measure") as client:
-            restarts_before = {d: measurement.restarts(client, namespace, d) for d in restart_names}
+            restarts_before = {d: measurement.restarts(client, namespace, d, kinds[d]) for d in restart_names}
             extra.start(client)
         seconds = control.warmup + control.duration + control.delay
         wait_with_progress(
@@ -169,13 +171,18 @@ class KubernetesConnector(Connector):
             for metric, (deployment, kind) in wanted.items():
                 unit = {**measurement.BASE_METRICS, **measurement.USAGE_METRICS}[kind]
                 if kind == "ready_replicas":
-                    value: float = measurement.ready_replicas(client, namespace, deployment)
+                    value: float = measurement.ready_replicas(
+                        client, namespace, deployment, kinds[deployment]
+                    )
                 elif kind == "restarts":
-                    value = measurement.restarts(client, namespace, deployment) - restarts_before[deployment]
+                    value = (
+                        measurement.restarts(client, namespace, deployment, kinds[deployment])
+                        - restarts_before[deployment]
+                    )
                 else:
                     try:
                         if deployment not in usages:  # one read for cpu and memory
-                            usages[deployment] = measurement.usage(client, namespace, deployment)
+                            usages[deployment] = measurement.usage(client, namespace, deployment, kinds[deployment])
                     except KubeError as exc:
                         annotations[f"{self.name}:{metric}"] = f"metrics.k8s.io did not answer: {exc}"
                         continue
@@ -217,7 +224,7 @@ class KubernetesConnector(Connector):
                 return f"Scaled {', '.join(names)} to zero replicas (on_failure: shutdown)."
             names = adjustment.rollback()
             progress(ROLLED_OUT, f"rolling back {', '.join(names)}")
-            watcher.wait(names, self.config.timeout, _scaled(progress, ROLLED_OUT, 99.0))
+            watcher.wait(names, self.config.timeout, _scaled(progress, ROLLED_OUT, 99.0), replace_stuck=True)
             return f"Rolled {', '.join(names)} back to the previous settings, which are healthy again."
         except RolloutFailed as again:
             return f"The rollback did not become healthy either: {again}."

@@ -15,10 +15,10 @@ from typing import Any
 from servo_actors.connectors.kubernetes.client import (
     KubeClient,
     KubeError,
-    deployment_path,
     label_selector,
     pod_metrics_path,
     pods_path,
+    workload_path,
 )
 from servo_actors.connectors.kubernetes.units import parse_cpu, parse_memory
 
@@ -49,17 +49,19 @@ def metrics_api_available(client: KubeClient, namespace: str) -> bool:
         return False
 
 
-def _selector(client: KubeClient, namespace: str, name: str) -> tuple[dict[str, Any], dict[str, str] | None]:
-    deployment = client.get(deployment_path(namespace, name))
+def _selector(
+    client: KubeClient, namespace: str, name: str, kind: str = "Deployment"
+) -> tuple[dict[str, Any], dict[str, str] | None]:
+    deployment = client.get(workload_path(namespace, kind, name))
     selector = label_selector(deployment.get("spec", {}).get("selector") or {})
     # A tuning pod (strategy: tuning) carries the template's labels: its own metrics report it.
     selector = f"{selector},{NOT_TUNING}" if selector else NOT_TUNING
     return deployment, {"labelSelector": selector}
 
 
-def restarts(client: KubeClient, namespace: str, name: str) -> int:
-    """Container restarts so far, summed over the Deployment's pods."""
-    _, params = _selector(client, namespace, name)
+def restarts(client: KubeClient, namespace: str, name: str, kind: str = "Deployment") -> int:
+    """Container restarts so far, summed over the Deployment's (or StatefulSet's) pods."""
+    _, params = _selector(client, namespace, name, kind)
     total = 0
     for pod in client.get(pods_path(namespace), params).get("items") or []:
         for status in (pod.get("status") or {}).get("containerStatuses") or []:
@@ -67,8 +69,8 @@ def restarts(client: KubeClient, namespace: str, name: str) -> int:
     return total
 
 
-def ready_replicas(client: KubeClient, namespace: str, name: str) -> int:
-    deployment = client.get(deployment_path(namespace, name))
+def ready_replicas(client: KubeClient, namespace: str, name: str, kind: str = "Deployment") -> int:
+    deployment = client.get(workload_path(namespace, kind, name))
     return int((deployment.get("status") or {}).get("readyReplicas") or 0)
 
 
@@ -120,8 +122,8 @@ def sum_usage(client: KubeClient, namespace: str, params: dict[str, str] | None,
     return Usage(cores, gib, len(running), sorted(running - sampled))
 
 
-def usage(client: KubeClient, namespace: str, name: str) -> Usage:
-    """In use now, summed over the Deployment's pods (metrics-server's recent window)."""
-    _, params = _selector(client, namespace, name)
+def usage(client: KubeClient, namespace: str, name: str, kind: str = "Deployment") -> Usage:
+    """In use now, summed over the Deployment's (or StatefulSet's) pods (metrics-server's recent window)."""
+    _, params = _selector(client, namespace, name, kind)
     running = running_pods(client.get(pods_path(namespace), params).get("items") or [])
     return sum_usage(client, namespace, params, running)

@@ -209,7 +209,7 @@ def _missing_container(state: DeploymentState, config: ContainerConfig) -> str:
         for c in state.deployment.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []
     ]
     return (
-        f"Deployment {state.config.name!r} has no container {config.name!r} "
+        f"{state.config.kind} {state.config.name!r} has no container {config.name!r} "
         f"(it has {', '.join(map(repr, names)) or 'none'})"
     )
 
@@ -221,7 +221,7 @@ def requested_targets(config: KubernetesConfig, components: dict[str, Any]) -> d
     numbers (or not among an enum's values), or values outside the configured range.
     """
     owners: dict[str, tuple[DeploymentConfig, ContainerConfig, bool]] = {}
-    for deployment in config.deployments:
+    for deployment in config.workloads:
         for index, container in enumerate(deployment.containers):
             owners[component_name(deployment, container)] = (deployment, container, index == 0)
     targets: dict[str, DeploymentTargets] = {}

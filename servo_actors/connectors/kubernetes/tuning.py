@@ -70,11 +70,11 @@ def _tuning_config(config: KubernetesConfig) -> KubernetesConfig:
         deployments.append(
             deployment.model_copy(update={"containers": containers, "replicas": None, "hpa": None})
         )
-    return config.model_copy(update={"deployments": deployments})
+    return config.model_copy(update={"deployments": deployments, "statefulsets": []})
 
 
 def _main_config(config: KubernetesConfig) -> KubernetesConfig:
-    return config.model_copy(update={"deployments": tuning_deployments(config)})
+    return config.model_copy(update={"deployments": tuning_deployments(config), "statefulsets": []})
 
 
 # -- describe -----------------------------------------------------------------------------------
