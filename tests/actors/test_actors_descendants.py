@@ -271,6 +271,7 @@ def test_nothing_survives_a_sigkill_of_the_servo(kit, marker, servo_process, mod
     kit.wait_for(lambda: not _session_cgroups(sid), timeout=GONE_WITHIN, what="no cgroup left")
 
 
+@pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare")
 def test_without_writable_cgroups_the_subreaper_still_gets_everything(kit, marker, servo_process) -> None:
     # As in a container with cgroupfs mounted read-only: "auto" falls back to the subreaper.

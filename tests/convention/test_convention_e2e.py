@@ -24,6 +24,7 @@ from waiting import wait_until
 from servo_actors.actors import processes
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.timeout(180),
 ]
 LOSS_BOUND = 10.0
