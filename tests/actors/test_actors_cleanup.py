@@ -47,7 +47,7 @@ PRINT_AND_WAIT = textwrap.dedent(
     while len(runtime.members()) <= before and time.monotonic() < deadline:
         runtime.wait(op, 0.02)  # until the subprocess is one of the members
     print(json.dumps({"sid": runtime.session_id, "members": runtime.members()}), flush=True)
-    time.sleep(600)
+    time.sleep(600)  # the servo stays up until the test signals it
     """
 )
 

@@ -32,6 +32,7 @@ ROUNDS = 3
 GONE_WITHIN = 10.0
 """Seconds for killed processes to disappear: generous, only a leak breaks it."""
 SLEEP = 300
+"""How long the stand-in processes sleep: far longer than a test, so only a kill (what is tested) ends them."""
 READ_ONLY_CGROUPS = """
 for mount in $(awk '$3 ~ /^cgroup/ {print $2}' /proc/self/mounts); do
     mount --bind "$mount" "$mount" && mount -o remount,bind,ro "$mount" || exit 1
