@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from servo_actors.actors.linux import processes
 from servo_actors.actors.transport.system import ActorSystemHandle, port_is_taken
@@ -71,7 +72,9 @@ def test_a_port_another_servo_holds_is_said_in_one_line_and_a_free_one_used_at_o
         for pipe in (other.stdin, other.stdout):
             if pipe is not None:
                 pipe.close()
-    deadline = time.monotonic() + OTHER_READY
-    while processes.session_members(other_session) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(
+        lambda: not processes.session_members(other_session),
+        OTHER_READY,
+        what="the other servo's system gone",
+    )
     assert not processes.session_members(other_session), "the other servo's actor system survived it"

@@ -42,10 +42,13 @@ SERVO = textwrap.dedent(
 )
 PRINT_AND_WAIT = textwrap.dedent(
     """
-    op = runtime.begin("measure")
-    runtime.wait(op, 0.3)  # ``hung`` hangs, ``parent`` has started its subprocess
+    before = len(runtime.members())
+    op = runtime.begin("measure")  # ``hung`` hangs, ``parent`` starts a subprocess
+    deadline = time.monotonic() + 10.0  # generous: only a hang breaks it
+    while len(runtime.members()) <= before and time.monotonic() < deadline:
+        runtime.wait(op, 0.02)  # until the subprocess is one of the members
     print(json.dumps({"sid": runtime.session_id, "members": runtime.members()}), flush=True)
-    time.sleep(600)
+    time.sleep(600)  # the servo stays up until the test signals it
     """
 )
 

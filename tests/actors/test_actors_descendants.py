@@ -32,6 +32,7 @@ ROUNDS = 3
 GONE_WITHIN = 10.0
 """Seconds for killed processes to disappear: generous, only a leak breaks it."""
 SLEEP = 300
+"""How long the stand-in processes sleep: far longer than a test, so only a kill (what is tested) ends them."""
 READ_ONLY_CGROUPS = """
 for mount in $(awk '$3 ~ /^cgroup/ {print $2}' /proc/self/mounts); do
     mount --bind "$mount" "$mount" && mount -o remount,bind,ro "$mount" || exit 1
@@ -272,6 +273,7 @@ def test_nothing_survives_a_sigkill_of_the_servo(kit, marker, servo_process, mod
     kit.wait_for(lambda: not _session_cgroups(sid), timeout=GONE_WITHIN, what="no cgroup left")
 
 
+@pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare")
 def test_without_writable_cgroups_the_subreaper_still_gets_everything(kit, marker, servo_process) -> None:
     # As in a container with cgroupfs mounted read-only: "auto" falls back to the subreaper.

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 from marked_processes import MARKER_VAR, marked_pids
+from waiting import wait_until
 
 from servo_actors.actors.linux import lifeline, processes
 from servo_actors.optimizer.server import OptimizerServer
@@ -52,15 +53,6 @@ class SleepDriver:
 
     def state(self) -> dict[str, Any]:
         return {}
-
-
-def wait_for(predicate: Callable[[], Any], bound: float, what: str) -> Any:
-    deadline = time.monotonic() + bound
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {bound:g}s")
-        time.sleep(0.02)
-    return value
 
 
 class Servo:
@@ -132,8 +124,10 @@ def servo(tmp_path: Path) -> Iterator[Callable[[], Servo]]:
         servers.append(server)
         servo = Servo(tmp_path, server)
         started.append(servo)
-        wait_for(servo.sleeping, READY_BOUND, "the servo's first SLEEP")
-        servo.actors = wait_for(servo.actor_processes, READY_BOUND, "admin, logger, supervisor, two hosts")
+        wait_until(servo.sleeping, READY_BOUND, what="the servo's first SLEEP")
+        servo.actors = wait_until(
+            servo.actor_processes, READY_BOUND, what="admin, logger, supervisor, two hosts"
+        )
         return servo
 
     yield start
@@ -145,7 +139,7 @@ def servo(tmp_path: Path) -> Iterator[Callable[[], Servo]]:
 
 def _kill_and_wait(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not processes.is_running(pid), GONE_BOUND, f"pid {pid} gone")
+    wait_until(lambda: not processes.is_running(pid), GONE_BOUND, what=f"pid {pid} gone")
 
 
 @pytest.mark.parametrize("first", ["supervisor", "admin", None])
@@ -159,7 +153,7 @@ def test_every_process_follows_the_servo_whatever_died_first(servo, first: str |
     started = time.monotonic()
     running.proc.kill()
     running.proc.wait(30)
-    wait_for(lambda: not marked_pids(running.marker), GONE_BOUND, "every process of the servo gone")
+    wait_until(lambda: not marked_pids(running.marker), GONE_BOUND, what="every process of the servo gone")
     print(f"all gone {1e3 * (time.monotonic() - started):.1f} ms after the servo's SIGKILL")
 
 
@@ -211,7 +205,7 @@ def test_a_process_armed_in_the_kernel_is_killed_by_it_without_a_thread(monkeypa
                 time.sleep(GONE_BOUND * 3)
             os._exit(3)
         inode = os.fstat(line.read_fd).st_ino
-        wait_for(lambda: _pipe_ends(pid, inode) == ["r+async"], GONE_BOUND, "the child armed")
+        wait_until(lambda: _pipe_ends(pid, inode) == ["r+async"], GONE_BOUND, what="the child armed")
         line.cut()
         deadline = time.monotonic() + GONE_BOUND
         while (done := os.waitpid(pid, os.WNOHANG)) == (0, 0) and time.monotonic() < deadline:
@@ -234,6 +228,6 @@ def test_cutting_the_lifeline_ends_a_system_whose_supervisor_died_first(start_ru
     other = start_runtime(kit.chaos("x"))  # another system of this process must not be touched
     keep = other.members()
     runtime._system._lifeline.cut()
-    wait_for(lambda: not runtime.members(), GONE_BOUND, "every process of the cut system gone")
+    wait_until(lambda: not runtime.members(), GONE_BOUND, what="every process of the cut system gone")
     assert all(processes.is_running(pid) for pid in keep)
     assert other.run("check").ok

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from servo_actors.actors.linux import processes
 from servo_actors.actors.transport import message_auth
@@ -281,9 +282,7 @@ def test_a_shared_key_from_a_file_is_the_one_every_process_uses(tmp_path: Path) 
         shared_key = tmp_path / "shared-key"
         assert send(port, frame(tagged(pickle.dumps(CreatesFile(random_key)), os.urandom(32))))
         send(port, frame(tagged(pickle.dumps(CreatesFile(shared_key)), key)))
-        deadline = time.monotonic() + CLOSE_BOUND
-        while not shared_key.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(shared_key.exists, CLOSE_BOUND, what="the message under the shared key acted on")
         assert shared_key.exists() and not random_key.exists()
         servo.stdin.write("\n")
         servo.stdin.flush()

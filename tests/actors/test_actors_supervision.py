@@ -126,7 +126,7 @@ def test_a_crash_looping_connector_backs_off_instead_of_spinning(start_runtime, 
     )
     switch.touch()
     runtime.run("measure")
-    time.sleep(1.5)
+    time.sleep(1.5)  # the scenario: the restarts of 1.5 s of a crash loop are counted
     loops = len(startups.read_text().splitlines())
     # Without backoff a crash loop restarts every ~15 ms (~100 times here); with it, a handful.
     assert 3 <= loops <= 12, loops

@@ -18,12 +18,13 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from waiting import wait_until
 
 from servo_actors.actors.linux import processes
 
@@ -123,15 +124,6 @@ def table_rows(text: str) -> list[list[str]]:
             continue
         rows.append(re.split(r" {2,}", line.strip()))
     return rows
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout}s")
-        time.sleep(0.05)
-    return value
 
 
 class OpsKit:

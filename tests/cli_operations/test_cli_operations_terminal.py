@@ -44,7 +44,9 @@ def test_a_signal_during_measure_stops_everything(servo, tmp_path: Path, kit, si
     cli = servo.start("measure", "-d", "30s", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         shell = int(
-            kit.wait_until(lambda: marker.exists() and marker.read_text().strip(), START_BOUND, "measure")
+            kit.wait_until(
+                lambda: marker.exists() and marker.read_text().strip(), START_BOUND, what="measure"
+            )
         )
         actor_session = processes.proc_stat(shell).sid
         assert actor_session != cli.pid  # the actor system lives in a session of its own
@@ -63,7 +65,9 @@ def test_a_signal_during_measure_stops_everything(servo, tmp_path: Path, kit, si
     assert f"interrupted by {name}: measure abandoned, its connectors were stopped" in stderr
     assert "Traceback" not in stderr and stdout == ""
     kit.wait_until(
-        lambda: not any(processes.session_members(sid) for sid in sessions), GONE_BOUND, "every process gone"
+        lambda: not any(processes.session_members(sid) for sid in sessions),
+        GONE_BOUND,
+        what="every process gone",
     )
     assert not processes.is_running(shell)
 

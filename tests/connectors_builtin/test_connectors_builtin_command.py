@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from waiting import wait_until
 
 from servo_actors.connectors.base import ConnectorFailure, Control
 from servo_actors.connectors.command import CommandConfig, CommandConnector, setting_env_name
@@ -48,13 +49,8 @@ def gone(pid: int) -> bool:
     return state in ("Z", "X")
 
 
-def wait_until(condition, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
+GONE_BOUND = 5.0
+"""Generous bound until a killed process is gone: only a survivor (or a hang) breaks it."""
 
 
 # --- success ----------------------------------------------------------------------------------
@@ -206,7 +202,7 @@ def test_timeout_kills_the_command_with_its_children(tmp_path):
     assert failure.value.status == "failed" and failure.value.reason == "timeout"
     assert "describe" in str(failure.value) and "1s" in str(failure.value)
     child = int(pid_file.read_text())
-    assert wait_until(lambda: gone(child)), f"child {child} of the timed-out command survived"
+    wait_until(lambda: gone(child), GONE_BOUND, what=f"child {child} of the timed-out command gone")
 
 
 @pytest.mark.timeout(30)
@@ -217,7 +213,7 @@ def test_background_leftovers_are_killed_when_the_command_exits(tmp_path):
     assert app.describe() == {"components": {}, "metrics": {}}
     assert time.monotonic() - began < 15  # did not wait for the background sleep
     child = int(pid_file.read_text())
-    assert wait_until(lambda: gone(child))
+    wait_until(lambda: gone(child), GONE_BOUND, what=f"background child {child} gone")
 
 
 @pytest.mark.timeout(30)
@@ -343,12 +339,18 @@ def test_command_dies_when_the_connector_process_is_killed(tmp_path):
     host = subprocess.Popen([sys.executable, "-c", host_code])
     command_pid = None
     try:
-        assert wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "", timeout=30)
+        wait_until(
+            lambda: pid_file.exists() and pid_file.read_text().strip() != "",
+            30,
+            what="the command's pid file",
+        )
         command_pid = int(pid_file.read_text())
         assert not gone(command_pid)
         os.kill(host.pid, signal.SIGKILL)
         host.wait(timeout=10)
-        assert wait_until(lambda: gone(command_pid)), "the command outlived its connector's process"
+        wait_until(
+            lambda: gone(command_pid), GONE_BOUND, what="the command gone with its connector's process"
+        )
     finally:
         if host.poll() is None:
             host.kill()

@@ -10,6 +10,8 @@ from k8s_objects import connector_config
 
 from servo_actors.optimizer.search import SearchDriver
 
+pytestmark = pytest.mark.slow
+
 COMMAND_TIMEOUT = 60.0
 """Generous bound on one command's round trip: only a hang breaks it."""
 

@@ -95,7 +95,7 @@ def two_namespaces() -> Iterator[netns.TwoNamespaces]:
         made.remove()
 
 
-@pytest.fixture(params=["loopback", "netns"])
+@pytest.fixture(params=["loopback", pytest.param("netns", marks=pytest.mark.root)])
 def hosts(request: pytest.FixtureRequest) -> Hosts:
     if request.param == "loopback":
         return Hosts("loopback", "127.0.0.1", "127.0.0.2")

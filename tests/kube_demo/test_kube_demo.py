@@ -21,7 +21,7 @@ from waiting import wait_until
 
 from servo_actors.connectors.kubernetes.units import parse_cpu, parse_memory
 
-pytestmark = pytest.mark.kube
+pytestmark = [pytest.mark.kube, pytest.mark.slow]
 
 SCRIPT = Path(__file__).resolve().parent.parent.parent / "scripts" / "kube-demo"
 DEMO_TIMEOUT = 240.0

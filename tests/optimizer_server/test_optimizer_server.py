@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import pytest
+from waiting import wait_until
 
 from servo_actors.optimizer.web import MAX_BODY_BYTES, STATIC_DIR
 
@@ -269,7 +270,8 @@ def test_stop_is_bounded_with_stalled_requests_and_idle_connections(post, event,
 
     stalled = threading.Thread(target=stalled_request, daemon=True)
     stalled.start()
-    time.sleep(0.3)
+    # The request is stalled once the server has taken its fault (counted before the stall).
+    wait_until(lambda: server.state()["driver"]["faults_hit"] == 1, 10, what="the request stalled")
     started = time.monotonic()
     server.stop()
     assert time.monotonic() - started < 10

@@ -13,6 +13,7 @@ import time
 
 import pytest
 from pydantic import SecretStr
+from waiting import wait_until
 
 from servo_actors import USER_AGENT
 from servo_actors.config.models import OptimizerConfig, Settings
@@ -316,14 +317,15 @@ def test_a_token_no_header_can_carry_is_a_config_error_without_the_token(bad: st
 
 
 @pytest.mark.timeout(30)
-def test_stop_wakes_a_backoff_sleep_at_once(scripted, client_for) -> None:
+def test_stop_wakes_a_backoff_sleep_at_once(scripted, client_for, history) -> None:
     server = scripted([{"fault": {"status": 503, "for": "60s"}}])
     stop = threading.Event()
     client = client_for(server, stop=stop, backoff=(20.0, 20.0, 60.0))
     done = threading.Event()
     worker = threading.Thread(target=lambda: (client.whats_next(), done.set()), daemon=True)
     worker.start()
-    time.sleep(0.5)  # the first attempt has failed; the client sleeps 20 s
+    # The first attempt has failed (answered 503); the client sleeps 20 s.
+    wait_until(lambda: history(server, "WHATS_NEXT"), 10, what="the first attempt answered 503")
     set_at = time.monotonic()
     stop.set()
     assert done.wait(5)
@@ -335,7 +337,14 @@ def test_stop_ends_a_request_in_flight_and_goodbye_still_goes_out(scripted, clie
     server = scripted([{"fault": {"stall": "60s", "events": ["WHATS_NEXT"]}}])
     stop = threading.Event()
     client = client_for(server, stop=stop, timeouts=(2.0, 60.0))
-    threading.Timer(0.5, stop.set).start()
+
+    def stop_once_stalled() -> None:  # the request is in flight once the server has taken its fault
+        try:
+            wait_until(lambda: server.state()["driver"]["faults_hit"] == 1, 10, what="the request stalled")
+        finally:
+            stop.set()
+
+    threading.Thread(target=stop_once_stalled, daemon=True).start()
     started = time.monotonic()
     assert client.whats_next() is None
     assert time.monotonic() - started < 10

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from waiting import wait_until
 
 from servo_actors.identity import CONFLICT_STREAK, IdentityGuard
 from servo_actors.protocol.client import MAX_REPLY_BYTES
@@ -133,9 +134,7 @@ def test_a_dripping_reply_ends_within_connect_plus_read(raw_server, client_for, 
     assert server.connections >= 2  # each attempt was cut, then retried
     assert any("no reply in the time allowed" in r.getMessage() for r in caplog.records)
     # The abandoned reads end too: no thread stays behind reading the drip.
-    deadline = time.monotonic() + HANG_BOUND
-    while _readers("DESCRIPTION") and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: not _readers("DESCRIPTION"), HANG_BOUND, what="the abandoned reads ended")
     assert _readers("DESCRIPTION") == []
 
 
@@ -146,10 +145,10 @@ def test_an_endless_reply_is_read_no_further_than_the_bound(raw_server, client_f
     client = client_for(base_url=server.url, backoff=(0.05, 0.2, 2.0), stop=stop)
     poller = threading.Thread(target=client.whats_next, daemon=True)
     poller.start()
-    deadline = time.monotonic() + HANG_BOUND
-    while server.connections < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    stop.set()
+    try:
+        wait_until(lambda: server.connections >= 3, HANG_BOUND, what="three connections, each a bad reply")
+    finally:
+        stop.set()
     poller.join(HANG_BOUND)
     assert not poller.is_alive()
     assert server.connections >= 3  # a bad reply each time, polled again

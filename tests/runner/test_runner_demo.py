@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 DEMO_TIMEOUT = 150.0
 """Generous: the demo of four steps takes about 15 s on a quiet machine."""
 

@@ -10,6 +10,8 @@ import pytest
 from servo_actors.optimizer.search import SearchDriver
 from servo_actors.optimizer.server import OptimizerServer
 
+pytestmark = pytest.mark.slow
+
 FINISH_TIMEOUT = 60.0
 """Generous bound on a command's round trip in these tests: only a hang breaks it."""
 

@@ -145,6 +145,7 @@ def namespace() -> Iterator[Namespace]:
         assert not left, f"processes of the README's commands survived them: {left}"
 
 
+@pytest.mark.root
 def test_against_the_embedded_optimizer_on_one_machine_as_written(namespace: Namespace) -> None:
     done = namespace.run(block(SCRIPT), REPO)
     out = done.stdout + done.stderr
@@ -156,6 +157,7 @@ def test_against_the_embedded_optimizer_on_one_machine_as_written(namespace: Nam
     assert "stopped (SIGTERM)" in out and "Traceback" not in out
 
 
+@pytest.mark.root
 def test_the_command_list_of_running_a_servo_as_written(namespace: Namespace, tmp_path: Path) -> None:
     shutil.copy(REPO / "config" / "synthetic.yaml", tmp_path / "servo.yaml")
     commands = [line.split("#", 1)[0].strip() for line in block(COMMAND_LIST).strip().splitlines()]

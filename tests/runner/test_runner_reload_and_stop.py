@@ -97,7 +97,12 @@ def test_sigterm_during_a_reload_with_a_hung_startup_says_goodbye_and_exits_0(se
     )
     proc.signal(signal.SIGHUP)
     kit.wait_until(lambda: "starting the new connectors" in proc.log(), FINISH_TIMEOUT, what="the reload")
-    time.sleep(0.5)  # well inside the hung startup()
+    # Inside the hung startup(): the chaos connector logs its fault as it enters it.
+    kit.wait_until(
+        lambda: "chaos: sleep fault in startup" in proc.log(),
+        FINISH_TIMEOUT,
+        what="the new connector's startup hung",
+    )
     sent = time.monotonic()
     proc.signal(signal.SIGTERM)
     assert proc.wait() == 0, proc.log()

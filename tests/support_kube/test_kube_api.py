@@ -255,11 +255,12 @@ def test_self_subject_access_reviews_follow_deny_and_denied_requests_answer_403(
 def test_down_refuses_connections_and_ends_watches_and_up_keeps_the_state(cluster: KubeCluster, api) -> None:
     cluster.add_deployment("web")
     before = cluster.get("deployment", "web")
-    ended = threading.Event()
+    opened, ended = threading.Event(), threading.Event()
 
     def watch() -> None:
         try:
             with api.get(DEPLOYMENTS, params={"watch": "true"}, stream=True) as stream:
+                opened.set()  # the server has answered the watch's headers: it is open
                 for _ in stream.iter_lines():
                     pass
         except requests.RequestException:
@@ -268,7 +269,7 @@ def test_down_refuses_connections_and_ends_watches_and_up_keeps_the_state(cluste
 
     watcher = threading.Thread(target=watch)
     watcher.start()
-    time.sleep(0.2)  # lets the watch open before the server goes; a late one is refused instead
+    assert opened.wait(HANG_BOUND)  # the watch is open before the server goes; a late one is refused instead
     cluster.down()
     assert ended.wait(HANG_BOUND)
     watcher.join(HANG_BOUND)
