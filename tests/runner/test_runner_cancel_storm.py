@@ -140,7 +140,11 @@ def test_cancel_storm_under_load(servo, optimizer, kit, cpu_load, tmp_path) -> N
         assert check.result is not None and check.result["status"] == "ok", f"{where}: {check.result}"
 
         # In the order the requests arrived: an abandoned progress post may be answered late.
-        history = sorted(server.state()["history"], key=lambda e: e["at"])
+        # The server records a post after answering it, outside its lock: wait for the result's record.
+        recorded = kit.wait_until(
+            lambda uid=entry.cmd_uid: _with_result(server.state()["history"], uid), COMMAND_TIMEOUT, what="the result's record"
+        )
+        history = sorted(recorded, key=lambda e: e["at"])
         posts = [e for e in history if (e.get("param") or {}).get("cmd_uid") == entry.cmd_uid]
         results = [e for e in posts if "status" in e["param"]]
         cancel_on_progress = any(
@@ -202,3 +206,9 @@ def test_cancel_storm_under_load(servo, optimizer, kit, cpu_load, tmp_path) -> N
     unanswered = {uid: n for uid, n in received.items() if n != 1}
     assert not unanswered, f"commands not answered exactly once: {unanswered} (seed {SEED})"
     assert "Traceback" not in proc.log()
+
+
+def _with_result(history: list[dict], cmd_uid: str | None) -> list[dict] | None:
+    """``history`` if it holds the result posted for ``cmd_uid``, else None."""
+    found = any((e.get("param") or {}).get("cmd_uid") == cmd_uid and "status" in e["param"] for e in history)
+    return history if found else None

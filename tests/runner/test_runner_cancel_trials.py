@@ -66,9 +66,11 @@ def test_cancel_at_random_moments(servo, optimizer, kit) -> None:
         )
         assert check.result is not None and check.result["status"] == "ok", f"{where}: {check.result}"
 
-        posts = [
-            e for e in server.state()["history"] if (e.get("param") or {}).get("cmd_uid") == entry.cmd_uid
-        ]
+        # The server records a post after answering it, outside its lock: wait for the result's record.
+        history = kit.wait_until(
+            lambda uid=entry.cmd_uid: _with_result(server.state()["history"], uid), COMMAND_TIMEOUT, what="the result's record"
+        )
+        posts = [e for e in history if (e.get("param") or {}).get("cmd_uid") == entry.cmd_uid]
         results = [e for e in posts if "status" in e["param"]]
         cancel_on_progress = any(
             "status" not in e["param"] and (e.get("reply") or {}).get("status") == "cancel" for e in posts
@@ -93,3 +95,9 @@ def test_cancel_at_random_moments(servo, optimizer, kit) -> None:
     proc.signal(signal.SIGTERM)
     assert proc.wait() == 0
     kit.check_trace(server.state()["history"])
+
+
+def _with_result(history: list[dict], cmd_uid: str | None) -> list[dict] | None:
+    """``history`` if it holds the result posted for ``cmd_uid``, else None."""
+    found = any((e.get("param") or {}).get("cmd_uid") == cmd_uid and "status" in e["param"] for e in history)
+    return history if found else None

@@ -39,6 +39,7 @@ import yaml
 from kube_local import LocalCluster, run_script
 from kube_quantity import parse as parse_quantity
 from marked_processes import MARKER_VAR, marked_pids
+from waiting import wait_until
 
 from servo_actors.optimizer.server import OptimizerServer
 
@@ -435,6 +436,25 @@ class CommandQueue:
 # --- the servo process ------------------------------------------------------------------------
 
 
+HISTORY_TIMEOUT = 10.0
+"""Seconds for the optimizer's history to show a post whose answer is already known."""
+
+
+def recorded(optimizer: CommandQueue, cmd_uid: str | None, event: str) -> list[dict[str, Any]]:
+    """The optimizer's history once it holds ``event`` for ``cmd_uid``. The server records a post
+    after answering it, outside its lock: the driver (``on_result``) learns of a result, and a test
+    waiting on it wakes, before the history has it."""
+    assert optimizer.server is not None
+    server = optimizer.server
+
+    def holding() -> list[dict[str, Any]] | None:
+        history: list[dict[str, Any]] = server.state()["history"]
+        found = any((e.get("param") or {}).get("cmd_uid") == cmd_uid and e.get("event") == event for e in history)
+        return history if found else None
+
+    return wait_until(holding, HISTORY_TIMEOUT, what=f"{event} of {cmd_uid} in the optimizer's history")
+
+
 class ServoRun:
     """A `servo-actors run` subprocess with its own config file and log, marked for leak checks."""
 
@@ -657,7 +677,7 @@ def run_cancel_storm(
         probe.wait()
         assert servo.alive(), f"{where}: the servo exited\n{servo.log()}"
         uid = exchange.cmd_uid
-        history = optimizer.server.state()["history"]
+        history = recorded(optimizer, probe.cmd_uid, "DESCRIPTION")
         posts = [e for e in history if (e.get("param") or {}).get("cmd_uid") == uid]
         answered = [e for e in posts if (e.get("reply") or {}).get("status") == "cancel"]
         assert len(answered) <= 1, f"{where}: cancel answered {len(answered)} times"
