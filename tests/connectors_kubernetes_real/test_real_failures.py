@@ -10,6 +10,7 @@ rollout past ``progressDeadlineSeconds``.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -23,10 +24,14 @@ from real_app import (
     rolled_out,
     web_manifest,
 )
+from waiting import wait_until
 
 from servo_actors.connectors.base import ConnectorFailure, Control
 
 pytestmark = pytest.mark.kube
+
+WAIT = 30.0
+"""Generous bound on the real cluster reaching a state: only a hang breaks it."""
 
 
 def _fail(app: App, progress: ProgressLog, asked: dict[str, Any], control: Control | None = None,
@@ -142,3 +147,58 @@ def test_a_rollout_past_its_progress_deadline_is_named_and_rolled_back(
     _assert_rolled_back(app, before, {SIMULATE_ENV: "unstable"})
     progressing = next(c for c in app.deployment()["status"]["conditions"] if c["type"] == "Progressing")
     assert (progressing["status"], progressing["reason"]) == ("True", "NewReplicaSetAvailable")
+
+
+def _pod_quota(pods: int) -> dict[str, Any]:
+    """A ResourceQuota the real API server's admission enforces: at most ``pods`` pods."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "pods"},
+        "spec": {"hard": {"pods": str(pods)}},
+    }
+
+
+def test_a_quota_that_forbids_the_new_pods_fails_after_the_grace_and_rolls_back(
+    app: App, progress: ProgressLog
+) -> None:
+    # No room for the rollout's surge pod: the real ReplicaSet controller reports ReplicaFailure
+    # (FailedCreate, exceeded quota) and retries; it lasts, so the rollout fails once the grace is over.
+    before = app.create()
+    app.cluster.apply(app.namespace, _pod_quota(before["spec"]["replicas"]))
+    failure = _fail(app, progress, {"GOGC": 300}, failure_grace="1s")
+    assert (failure.status, failure.reason) == ("rejected", "start-failed"), failure.message
+    assert "cannot create pods" in failure.message and "exceeded quota" in failure.message
+    assert "Rolled web back to the previous settings, which are healthy again." in failure.message
+    assert any("unless it clears" in message for _, message in progress.reports), progress.reports
+    _assert_rolled_back(app, before, {"GOGC": "300"})
+
+
+def test_a_quota_lifted_within_the_grace_is_waited_out(app: App, progress: ProgressLog) -> None:
+    # The same refusal, gone before the grace is over (as a refusal by an API server that has just
+    # restarted is): the controllers' retries create the pods and the rollout completes.
+    before = app.create()
+    app.cluster.apply(app.namespace, _pod_quota(before["spec"]["replicas"]))
+    connector = app.connector(failure_grace="60s")
+    outcome: list[BaseException | None] = []
+
+    def adjust() -> None:
+        try:
+            connector.adjust({"web": {"settings": {"GOGC": {"value": 300}}}}, Control(), progress)
+            outcome.append(None)
+        except BaseException as exc:  # reported by the test thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=adjust)
+    worker.start()
+    try:
+        wait_until(
+            lambda: any("unless it clears" in message for _, message in progress.reports),
+            WAIT, what="the ReplicaFailure seen and waited on",
+        )  # fmt: skip
+    finally:
+        app.cluster.kubectl("delete", "resourcequota", "pods", "-n", app.namespace)
+        worker.join(WAIT * 3)
+    assert outcome == [None], outcome
+    deployment = app.deployment()
+    assert rolled_out(deployment) and env_of(main_container(deployment))["GOGC"] == "300"

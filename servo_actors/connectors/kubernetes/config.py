@@ -222,6 +222,10 @@ class KubernetesConfig(_Strict):
     on_failure: Literal["rollback", "shutdown", "ignore"] = "rollback"
     request_timeout: Duration = 10.0
     """The longest one API request may take (connect and each read)."""
+    failure_grace: Duration = 5.0
+    """How long a ReplicaFailure or a failed ReplicaSet creation must last before it fails a
+    rollout: the controllers retry both (a quota stays; an API server that has just restarted
+    refuses for a moment). A rollout past its progress deadline fails at once."""
     deployments: list[DeploymentConfig] = Field(default_factory=list)
     statefulsets: list[StatefulSetConfig] = Field(default_factory=list)
 
@@ -239,6 +243,13 @@ class KubernetesConfig(_Strict):
     def _namespace(cls, value: str) -> str:
         if not _NAME.match(value) or "." in value or len(value) > 63:
             raise ValueError(f"{value!r} is not a valid namespace name")
+        return value
+
+    @field_validator("failure_grace")
+    @classmethod
+    def _not_negative(cls, value: float) -> float:
+        if value < 0:
+            raise ValueError("must not be negative")
         return value
 
     @field_validator("timeout", "request_timeout")

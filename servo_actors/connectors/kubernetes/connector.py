@@ -123,7 +123,9 @@ class KubernetesConnector(Connector):
         self, client: KubeClient, adjustment: Adjustment, settlement: float, progress: ProgressFn
     ) -> None:
         """Wait for the rollouts and the settlement; on failure apply ``on_failure`` and say both."""
-        watcher = RolloutWatcher(client, self.config.namespace, kinds=self.config.kinds())
+        watcher = RolloutWatcher(
+            client, self.config.namespace, kinds=self.config.kinds(), failure_grace=self.config.failure_grace
+        )
         try:
             watcher.wait(adjustment.touched, self.config.timeout, _scaled(progress, PATCHED, ROLLED_OUT))
             watcher.settle(adjustment.touched, settlement, _scaled(progress, ROLLED_OUT, 99.0))

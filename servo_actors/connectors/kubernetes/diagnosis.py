@@ -37,6 +37,9 @@ class Diagnosis:
     definite: bool = True
     condition: str = ""
     """The Deployment condition it comes from (``ReplicaFailure``, ``Progressing``), if any."""
+    retried: bool = False
+    """The controllers retry what failed (creating a ReplicaSet or pods): it may clear by itself,
+    e.g. a refusal by an API server that has just restarted and not yet loaded its RBAC rules."""
 
 
 def newest_replicaset(deployment: dict[str, Any], replicasets: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -179,10 +182,15 @@ def deployment_condition_failure(deployment: dict[str, Any]) -> Diagnosis | None
                 "start-failed",
                 f"Deployment {name} stopped progressing: {message}",
                 condition=kind,
+                retried=reason != "ProgressDeadlineExceeded",  # e.g. ReplicaSetCreateError
             )
         if kind == "ReplicaFailure" and status == "True":
             return Diagnosis(
-                "rejected", "start-failed", f"Deployment {name} cannot create pods: {message}", condition=kind
+                "rejected",
+                "start-failed",
+                f"Deployment {name} cannot create pods: {message}",
+                condition=kind,
+                retried=True,
             )
     return None
 

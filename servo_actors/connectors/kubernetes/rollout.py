@@ -3,8 +3,10 @@ through settlement.
 
 ``rollout_status`` is the rule, pure: the controller must have observed the current generation,
 then updated, ready and available replicas must all equal the desired count (and no old
-replica remain); Progressing=False (ProgressDeadlineExceeded) or ReplicaFailure=True ends it at
-once. ``RolloutWatcher`` applies it to the cluster: a watch per deployment, each at most
+replica remain); Progressing=False (ProgressDeadlineExceeded) ends it at once, and
+ReplicaFailure=True or a failed ReplicaSet creation (Progressing=False, ReplicaSetCreateError) once it
+has lasted ``failure_grace`` seconds (the controllers retry those: a quota that forbids the pods stays,
+a refusal by an API server that has just restarted clears). ``RolloutWatcher`` applies it to the cluster: a watch per deployment, each at most
 ``window`` seconds long and then re-established after a fresh read (so progress is reported at
 least that often, and a watch the server or network drops costs nothing), with the pods of the
 newest ReplicaSet looked at on every round so an image that cannot be pulled or a crash loop
@@ -55,6 +57,9 @@ from servo_actors.durations import format_duration
 WATCH_WINDOW = 2.0
 """Seconds one watch lasts before a fresh read, a look at the pods and a progress report."""
 RETRY_INTERVAL = 1.0
+FAILURE_GRACE = 5.0
+"""Seconds a failure the controllers retry (ReplicaFailure, a failed ReplicaSet creation) must last
+before it fails the rollout (``failure_grace`` in the connector's config)."""
 """Seconds between attempts while the API server cannot be reached during a wait."""
 
 EVENTS_LIMIT = 500
@@ -187,10 +192,14 @@ class RolloutWatcher:
         *,
         kinds: dict[str, str] | None = None,
         window: float = WATCH_WINDOW,
+        failure_grace: float = FAILURE_GRACE,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.client = client
+        self.failure_grace = failure_grace
+        self._failing_since: dict[str, float] = {}
+        """Deployment -> when a retried failure was first seen (cleared when it clears)."""
         self.namespace = namespace
         self.kinds = dict(kinds or {})
         self.window = window
@@ -304,6 +313,19 @@ class RolloutWatcher:
         if "kind" not in deployment:  # the rule goes by the object's kind: never guess it from counts
             deployment = {**deployment, "kind": self.kind(name)}
         status = self.status(deployment)
+        failure = status.failure
+        if failure is not None and failure.retried:
+            since = self._failing_since.setdefault(name, self.clock())
+            left = self.failure_grace - (self.clock() - since)
+            if left > 0:  # looked at again within a watch window, at the latest
+                report(
+                    status.fraction,
+                    f"{failure.message} (the controllers retry: failing in {format_duration(left)} "
+                    "unless it clears)",
+                )
+                return RolloutStatus(False, status.message, status.fraction)
+        elif failure is None:
+            self._failing_since.pop(name, None)
         report(status.fraction, status.message)
         if status.failure is not None:
             raise RolloutFailed(
