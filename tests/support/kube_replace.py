@@ -29,8 +29,10 @@ NODE = "kwok-node-0"
 """Bound at creation: the scheduler adds nothing to the race, and skipping it saves CPU."""
 STEP_TIMEOUT = 30.0
 """Generous bound on one step (running, gone) on 2 busy cores; kwok takes milliseconds."""
-WATCH_SECONDS = 600
-"""The server-side bound of the watch (timeoutSeconds); the loop restarts it when it ends."""
+WATCH_SECONDS = 1
+"""The server-side bound of each watch request (timeoutSeconds): the thread resumes from the last
+resourceVersion when one ends, and sees ``stop`` within this (closing a response another thread is
+reading blocks until the server next sends something)."""
 IDLE = 0.005
 
 
@@ -66,21 +68,19 @@ class PodWatch:
         self._session.verify = str(cluster.dir / "pki" / "ca.crt")
         self._session.cert = (str(cluster.dir / "pki" / "admin.crt"), str(cluster.dir / "pki" / "admin.key"))
         self._session.trust_env = False
-        self._response: requests.Response | None = None
         self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
 
     def start(self) -> PodWatch:
         self._thread.start()
         if not self._started.wait(STEP_TIMEOUT):
             raise AssertionError(f"the pod watch did not start within {STEP_TIMEOUT} s")
+        self.life("")  # raises if the watch failed to start
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        if self._response is not None:
-            self._response.close()
+        self._thread.join(WATCH_SECONDS + 2 * REQUEST_TIMEOUT)
         self._session.close()
-        self._thread.join(REQUEST_TIMEOUT)
 
     def life(self, uid: str) -> PodLife | None:
         with self._lock:
@@ -90,25 +90,28 @@ class PodWatch:
             return None if life is None else PodLife(**vars(life))
 
     def _run(self) -> None:
-        version = self._cluster.get(f"{self._path}?fieldSelector=metadata.name%3D{self._name}")["metadata"][
-            "resourceVersion"]
-        while not self._stop.is_set():
-            try:
+        try:
+            listed = self._cluster.get(f"{self._path}?fieldSelector=metadata.name%3D{self._name}")
+            version = listed["metadata"]["resourceVersion"]
+            while not self._stop.is_set():
                 version = self._follow(version)
-            except (requests.RequestException, ValueError, AttributeError) as error:
-                if not self._stop.is_set():
-                    with self._lock:
-                        self._error = repr(error)
-                return
+        except (requests.RequestException, ValueError, KeyError, AssertionError) as error:
+            if not self._stop.is_set():
+                with self._lock:
+                    self._error = repr(error)
+                self._started.set()  # start() then reports the error
 
     def _follow(self, version: str) -> str:
         params = {"watch": "1", "fieldSelector": f"metadata.name={self._name}", "resourceVersion": version,
                   "allowWatchBookmarks": "true", "timeoutSeconds": str(WATCH_SECONDS)}
-        self._response = self._session.get(self._cluster.server + self._path, params=params, stream=True,
-                                           timeout=(REQUEST_TIMEOUT, WATCH_SECONDS + REQUEST_TIMEOUT))
-        self._response.raise_for_status()
-        self._started.set()
-        for line in self._response.iter_lines():
+        with self._session.get(self._cluster.server + self._path, params=params, stream=True,
+                               timeout=(REQUEST_TIMEOUT, WATCH_SECONDS + REQUEST_TIMEOUT)) as response:
+            response.raise_for_status()
+            self._started.set()
+            return self._read(response, version)
+
+    def _read(self, response: requests.Response, version: str) -> str:
+        for line in response.iter_lines():
             if not line:
                 continue
             event = json.loads(line)
