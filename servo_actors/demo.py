@@ -47,6 +47,29 @@ from servo_actors.errors import ServoError
 from servo_actors.runner import Runner
 from servo_actors.vocabulary import ADJUST, DESCRIBE, MEASURE, SLEEP
 
+__all__ = [
+    "ABORT_LOOK_INTERVAL",
+    "ABORT_WAIT",
+    "DEMO_APP",
+    "DemoError",
+    "DemoOptions",
+    "DemoSetup",
+    "OPTIMIZER_START_TIMEOUT",
+    "OPTIMIZER_STOP_TIMEOUT",
+    "PRESS_JOIN_TIMEOUT",
+    "PROGRESS_INTERVAL",
+    "STATE_TIMEOUT",
+    "STATUS_INTERVAL",
+    "STATUS_STOP_TIMEOUT",
+    "STDERR_TAIL_LINES",
+    "TIME_SCALE",
+    "demo_config",
+    "demo_plan",
+    "run_demo",
+    "summary_lines",
+    "synthetic_setup",
+]
+
 DEMO_APP = "demo.local/web"
 OPTIMIZER_START_TIMEOUT = 15.0
 """Seconds the optimizer process may take to print its address."""

@@ -13,6 +13,11 @@ from __future__ import annotations
 import math
 import re
 
+__all__ = [
+    "format_duration",
+    "parse_duration",
+]
+
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h|d)")
 

@@ -20,6 +20,12 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+__all__ = [
+    "Endpoint",
+    "MAX_PORT",
+    "parse_endpoint",
+]
+
 MAX_PORT = 65535
 
 

@@ -6,6 +6,15 @@ the user interface.
 
 from __future__ import annotations
 
+__all__ = [
+    "ConfigError",
+    "ConnectorError",
+    "OptimizerError",
+    "ProtocolError",
+    "ServoError",
+    "SupervisorError",
+    "UsageError",
+]
 
 class ServoError(Exception):
     """Base of every error servo-actors raises on purpose."""

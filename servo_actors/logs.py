@@ -30,6 +30,24 @@ from typing import Any, Literal, TextIO
 
 from pydantic import SecretStr
 
+__all__ = [
+    "JsonFormatter",
+    "LOG_FORMATS",
+    "LOG_LEVELS",
+    "MASK",
+    "MIN_SECRET_LENGTH",
+    "PLAIN_EVENT",
+    "STABLE_FIELDS",
+    "SecretRedactingFilter",
+    "TEXT_FORMAT",
+    "configure_logging",
+    "configured",
+    "forget_secrets",
+    "redact",
+    "register_secret",
+    "stderr_handler",
+]
+
 MASK = "**********"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")

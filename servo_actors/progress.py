@@ -15,6 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+__all__ = [
+    "ProgressSchedule",
+    "RUNNING_CEILING",
+]
+
 # A running operation never claims to be done: 100 % is what the result says.
 RUNNING_CEILING = 99.0
 

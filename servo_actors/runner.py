@@ -71,6 +71,16 @@ from servo_actors.protocol.statuses import reason_word
 from servo_actors.signals import SignalWatcher, StopRequested
 from servo_actors.vocabulary import ADJUSTMENT, DESCRIPTION, MEASUREMENT, OPERATION_EVENT
 
+__all__ = [
+    "Observer",
+    "REPLY_CHECK_FIRST",
+    "Runner",
+    "SLEEP_SLICE",
+    "TICK_INTERVAL",
+    "result_param",
+    "telemetry",
+]
+
 log = logging.getLogger(__name__)
 
 REPLY_CHECK_FIRST = 0.002

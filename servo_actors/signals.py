@@ -37,6 +37,17 @@ import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 
+__all__ = [
+    "RELOAD_SIGNALS",
+    "STOP_SIGNALS",
+    "SignalWatcher",
+    "StopRequested",
+    "give_back_process",
+    "process_watcher",
+    "take_over_process",
+    "watching",
+]
+
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 """Signals that ask a command to stop."""
 RELOAD_SIGNALS = (signal.SIGHUP,)

@@ -24,6 +24,11 @@ from servo_actors.actors.rules import messages as m
 from servo_actors.connectors.base import Connector, Control
 from servo_actors.connectors.registry import connector_class_at
 
+__all__ = [
+    "DECLARED_MAX",
+    "DeclaredTimes",
+]
+
 DECLARED_MAX = 7 * 24 * 3600.0
 """Most seconds a declaration counts for (a week): a deadline stays a deadline."""
 

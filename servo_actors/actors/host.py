@@ -58,6 +58,24 @@ from servo_actors.connectors.base import Connector, ConnectorFailure, Control
 from servo_actors.connectors.registry import connector_class_at
 from servo_actors.observability import log_relay
 
+__all__ = [
+    "ConnectorHost",
+    "DRAIN_LIMIT",
+    "FATAL_SIGNALS",
+    "ForkedWith",
+    "HOST_ERROR",
+    "INVALID_RESULT",
+    "InvalidResult",
+    "MAX_EXIT_CODE",
+    "PARENT_CHECK_INTERVAL",
+    "PROGRESS_MESSAGE_LIMIT",
+    "RESULT_TOO_LARGE",
+    "WORD_LIMIT",
+    "build_connector",
+    "connector_class",
+    "forking",
+]
+
 PARENT_CHECK_INTERVAL = timedelta(seconds=2)
 """How often a host checks that its supervisor is still its parent. Only a fallback: the kernel
 kills the host when the supervisor dies (PR_SET_PDEATHSIG, armed before the parent is checked

@@ -79,6 +79,30 @@ from servo_actors.errors import ConfigError, SupervisorError
 from servo_actors.observability import events
 from servo_actors.vocabulary import SUPERVISOR_LOST
 
+__all__ = [
+    "ANSWERS_KEPT",
+    "CANCELLED_RESULT_WAIT",
+    "CANCEL_MARGIN",
+    "CancelRequest",
+    "DRAIN_LIMIT",
+    "DRAIN_SLICE",
+    "FAILURE_POLL_INTERVAL",
+    "LIVENESS_INTERVAL",
+    "LOST_REASON",
+    "Operation",
+    "PING_KIND",
+    "PING_PREFIX",
+    "RESULT_MARGIN",
+    "START_MARGIN",
+    "STATUS_TIMEOUT",
+    "STOP_CHECK",
+    "STOP_MARGIN",
+    "ServoRuntime",
+    "SupervisorLost",
+    "child_specs",
+    "supervisor_settings",
+]
+
 START_MARGIN = 5.0
 """Seconds added to the connectors' startup budget before a bounded ``start``/``restart`` gives up."""
 CANCEL_MARGIN = 2.0

@@ -84,6 +84,17 @@ from servo_actors.actors.rules.supervision_events import (
 )
 from servo_actors.actors.transport import system
 
+__all__ = [
+    "ChildProcess",
+    "POLL_AFTER_NOTICE",
+    "SELF_DESTRUCT_TIMEOUT",
+    "SPAWNS_PER_TURN",
+    "Supervisor",
+    "TICK_BUSY",
+    "TICK_IDLE",
+    "TICK_MIN",
+]
+
 TICK_BUSY = 0.25
 TICK_IDLE = 1.0
 """Seconds between the supervisor's periodic checks (the owning servo process is alive, every child

@@ -30,6 +30,15 @@ from servo_actors.cli.run_cmd import run_cmd
 from servo_actors.errors import ServoError
 from servo_actors.logs import LOG_FORMATS, LOG_LEVELS, configure_logging, redact
 
+__all__ = [
+    "INTERNAL_ERROR_EXIT",
+    "PROG_NAME",
+    "ServoGroup",
+    "cli",
+    "main",
+    "version_cmd",
+]
+
 log = logging.getLogger(__name__)
 
 PROG_NAME = "servo-actors"

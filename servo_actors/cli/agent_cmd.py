@@ -22,6 +22,13 @@ from servo_actors.cli.context import watches_stop_signals
 from servo_actors.durations import parse_duration
 from servo_actors.errors import SupervisorError, UsageError
 
+__all__ = [
+    "CAPABILITY_NAME",
+    "CAPABILITY_VALUE_LIMIT",
+    "agent_cmd",
+    "parse_capabilities",
+]
+
 CAPABILITY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 """A capability's name: what ``placement.capability`` in a servo's config names."""
 CAPABILITY_VALUE_LIMIT = 256

@@ -12,6 +12,12 @@ from servo_actors.config import ServoConfig, read_token
 from servo_actors.connectors.registry import connector_type_infos, effective_config, resolve_connector_type
 from servo_actors.errors import ConfigError
 
+__all__ = [
+    "config_cmd",
+    "connectors_cmd",
+    "schema_cmd",
+    "validate_cmd",
+]
 
 @click.command("config")
 @click.option(

@@ -30,6 +30,18 @@ import click
 from servo_actors.config import OptimizerConfig, ServoConfig, require_optimizer
 from servo_actors.connectors.registry import load_config
 
+__all__ = [
+    "CliState",
+    "SignalAwareGroup",
+    "color_enabled",
+    "echo_json",
+    "format_table",
+    "is_terminal",
+    "json_option",
+    "pass_state",
+    "styled",
+    "watches_stop_signals",
+]
 
 @dataclass
 class CliState:

@@ -23,6 +23,11 @@ import click
 
 from servo_actors.cli.context import is_terminal, watches_stop_signals
 
+__all__ = [
+    "LOG_NAME",
+    "demo_cmd",
+]
+
 LOG_NAME = "servo-actors-demo-{stamp}-{pid}.log"
 """The demo's log file, in the system's temporary directory (kept after the demo for reading)."""
 

@@ -14,6 +14,12 @@ import click
 from servo_actors.cli.context import CliState, echo_json, json_option, pass_state
 from servo_actors.errors import ConnectorError, UsageError
 
+__all__ = [
+    "KUBERNETES_TYPE",
+    "cleanup_cmd",
+    "kube_cmd",
+]
+
 KUBERNETES_TYPE = "kubernetes"
 
 

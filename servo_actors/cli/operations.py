@@ -62,6 +62,21 @@ if TYPE_CHECKING:
     from servo_actors.actors.operation_path import InFlight, OperationPath
     from servo_actors.config import ServoConfig
 
+__all__ = [
+    "BAR_WIDTH",
+    "DEFAULT_MEASURE_DURATION",
+    "REFRESH_INTERVAL",
+    "SIGNAL_EXIT_BASE",
+    "STEP_TOLERANCE",
+    "adjust_cmd",
+    "check_cmd",
+    "convert_value",
+    "describe_cmd",
+    "measure_cmd",
+    "parse_assignments",
+    "resolve_assignments",
+]
+
 DEFAULT_MEASURE_DURATION = 0.0
 """Seconds ``measure`` measures without ``-d``: 0 means "now" (one reading per connector)."""
 REFRESH_INTERVAL = 0.2

@@ -23,6 +23,19 @@ from servo_actors import signals
 from servo_actors.cli.context import SignalAwareGroup, watches_stop_signals
 from servo_actors.errors import ConfigError, OptimizerError, UsageError
 
+__all__ = [
+    "CANCEL_TIMEOUT",
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "DEFAULT_SEARCH_PLAN",
+    "DEFAULT_URL",
+    "PLAN_SUFFIXES",
+    "SERVE_WAKE_INTERVAL",
+    "cancel",
+    "optimizer",
+    "serve",
+]
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8085
 DEFAULT_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"

@@ -19,6 +19,11 @@ if TYPE_CHECKING:
     from servo_actors.actors import OperationResult
     from servo_actors.config import ServoConfig
 
+__all__ = [
+    "ChecksFailed",
+    "run_cmd",
+]
+
 log = logging.getLogger(__name__)
 
 

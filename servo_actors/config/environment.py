@@ -21,6 +21,14 @@ from servo_actors.config.problems import Loc
 from servo_actors.errors import ConfigError
 from servo_actors.logs import register_secret
 
+__all__ = [
+    "ENVIRONMENT_SOURCE",
+    "OPTIMIZER_ENV",
+    "SERVO_UID_ENV",
+    "apply_env_overrides",
+    "env_value",
+]
+
 log = logging.getLogger(__name__)
 
 OPTIMIZER_ENV: dict[str, str] = {

@@ -15,6 +15,13 @@ from __future__ import annotations
 
 import ipaddress
 
+__all__ = [
+    "LOCALHOST",
+    "MAX_PORT",
+    "format_listen",
+    "parse_listen",
+]
+
 LOCALHOST = "127.0.0.1"
 MAX_PORT = 65535
 

@@ -27,6 +27,31 @@ from servo_actors.config.listen import format_listen, parse_listen
 from servo_actors.durations import parse_duration
 from servo_actors.endpoints import parse_endpoint
 
+__all__ = [
+    "APP_RE",
+    "Backoff",
+    "CAPABILITY_PATTERN",
+    "ConnectorSpec",
+    "ConventionConfig",
+    "DEFAULT_BASE_URL",
+    "DEFAULT_MAX_RESULT_BYTES",
+    "DescendantTracking",
+    "Duration",
+    "Heartbeat",
+    "Liveness",
+    "MetricsConfig",
+    "Microreboots",
+    "ORG_RE",
+    "OptimizerConfig",
+    "PlacementConfig",
+    "RestartBackoff",
+    "ServoConfig",
+    "Settings",
+    "SupervisorConfig",
+    "Timeouts",
+    "split_optimizer_id",
+]
+
 _NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"
 _DURATION_PATTERN = rf"^\s*(?:{_NUMBER}|(?:{_NUMBER}(?:ns|us|µs|ms|s|m|h|d))+)\s*$"
 

@@ -25,6 +25,18 @@ from pydantic import BaseModel, ValidationError
 
 from servo_actors.errors import ConfigError
 
+__all__ = [
+    "ConfigProblem",
+    "Loc",
+    "MAX_ECHO_CHARS",
+    "SECRET_KEY",
+    "config_error",
+    "describe_error",
+    "is_secret_key",
+    "key_path",
+    "problems_from_validation",
+]
+
 Loc = tuple[str | int, ...]
 
 # Keys whose values are never echoed in messages or shown by `servo-actors config`.

@@ -16,6 +16,10 @@ from servo_actors.config.models import OptimizerConfig
 from servo_actors.errors import ConfigError
 from servo_actors.logs import register_secret
 
+__all__ = [
+    "optimizer_key_source",
+    "read_token",
+]
 
 def read_token(optimizer: OptimizerConfig) -> SecretStr | None:
     """The token: ``optimizer.token``, or the contents of ``optimizer.token_file`` stripped of

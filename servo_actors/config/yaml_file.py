@@ -14,6 +14,9 @@ import yaml
 
 from servo_actors.errors import ConfigError
 
+__all__ = [
+    "read_yaml_mapping",
+]
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate keys in a mapping."""

@@ -29,6 +29,13 @@ from pydantic import BaseModel
 
 from servo_actors.protocol.statuses import normalise_failure
 
+__all__ = [
+    "Connector",
+    "ConnectorFailure",
+    "Control",
+    "ProgressFn",
+]
+
 ProgressFn = Callable[..., None]
 """``progress(percent, message="")``: report how far the running operation is (0-100)."""
 

@@ -25,6 +25,13 @@ from servo_actors.config.models import Duration
 from servo_actors.connectors.base import Connector, Control, ProgressFn
 from servo_actors.durations import format_duration
 
+__all__ = [
+    "DEFAULT_PROGRESS_INTERVAL",
+    "WaitConfig",
+    "WaitConnector",
+    "wait_with_progress",
+]
+
 DEFAULT_PROGRESS_INTERVAL = 1.0
 """Seconds between two progress reports while waiting."""
 

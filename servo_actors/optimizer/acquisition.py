@@ -36,6 +36,20 @@ import numpy as np
 from servo_actors.optimizer.gp import GaussianProcess, squared_differences
 from servo_actors.optimizer.space import ENUM_SCALE, Parameter, SearchSpace, Settings
 
+__all__ = [
+    "CONTINUOUS_POINTS",
+    "FEASIBILITY_POWER",
+    "Grid",
+    "LIKELY_FEASIBLE",
+    "LOCAL_CANDIDATES",
+    "LOCAL_CENTERS",
+    "LOCAL_RADIUS",
+    "MARGIN_CAP",
+    "MODEL_TRIALS",
+    "ModelTrial",
+    "propose_by_model",
+]
+
 MODEL_TRIALS = 48
 """At most this many trials, the nearest to the best one, are modelled: a fit costs O(n^3)."""
 LOCAL_CANDIDATES = 800

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+__all__ = [
+    "Driver",
+]
 
 class Driver(Protocol):
     def next_command(self) -> dict[str, Any]:

@@ -47,6 +47,21 @@ from servo_actors.config.models import Duration, split_optimizer_id
 from servo_actors.config.problems import config_error, problems_from_validation
 from servo_actors.errors import ConfigError
 
+__all__ = [
+    "ConfirmSpec",
+    "Constraint",
+    "ConstraintField",
+    "MIN_VIOLATION",
+    "MeasureSpec",
+    "Objective",
+    "Plan",
+    "SearchOptions",
+    "load_plan",
+    "parse_constraint",
+    "parse_plan",
+    "plan_summary",
+]
+
 # A constraint that does not hold is violated by at least this much, so "violated" is never 0.
 MIN_VIOLATION = 1e-9
 

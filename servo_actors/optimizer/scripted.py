@@ -64,6 +64,14 @@ from servo_actors.optimizer.server import Fault
 from servo_actors.protocol.models import Event, OptimizerStatus, parse_reply, to_wire
 from servo_actors.vocabulary import SLEEP
 
+__all__ = [
+    "CommandStep",
+    "DEFAULT_SLEEP",
+    "FaultStep",
+    "ScriptedDriver",
+    "Step",
+]
+
 DEFAULT_SLEEP = 120.0
 """SLEEP duration once the script is done, unless the plan says ``sleep``."""
 

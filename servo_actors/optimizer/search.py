@@ -89,6 +89,11 @@ from servo_actors.optimizer.strategy import (
 )
 from servo_actors.vocabulary import ADJUST, DESCRIBE, MEASURE, RESULT_EVENT, SLEEP
 
+__all__ = [
+    "COMMAND_ATTEMPTS",
+    "SearchDriver",
+]
+
 log = logging.getLogger(__name__)
 
 # A command is issued at most this many times when its result never comes (and DESCRIBE when it fails).

@@ -87,6 +87,15 @@ from servo_actors.protocol.models import (
     to_wire,
 )
 
+__all__ = [
+    "Application",
+    "CANCEL_RECORD_LIMIT",
+    "Fault",
+    "OptimizerServer",
+    "SHUTDOWN_POLL_INTERVAL",
+    "STOP_TIMEOUT",
+]
+
 log = logging.getLogger(__name__)
 
 CANCEL_RECORD_LIMIT = 200

@@ -18,6 +18,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+__all__ = [
+    "CONTINUOUS_NEIGHBOUR",
+    "ENUM_SCALE",
+    "GRID_DECIMALS",
+    "LOG_SCALE_RATIO",
+    "Parameter",
+    "SearchSpace",
+    "Settings",
+    "nest",
+    "parameter_from_description",
+]
+
 Settings = dict[str, dict[str, Any]]
 
 # Settings values on a float grid are rounded to this many decimals (0.1 + 0.2 is 0.3 here).

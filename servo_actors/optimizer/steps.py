@@ -25,6 +25,18 @@ from servo_actors.errors import ConfigError
 from servo_actors.optimizer.plan import Objective
 from servo_actors.optimizer.strategy import Settings
 
+__all__ = [
+    "Assessment",
+    "STATE_VERSION",
+    "STATUSES",
+    "StepRecord",
+    "assess",
+    "finite",
+    "load_steps",
+    "reduce_metrics",
+    "write_atomically",
+]
+
 STATE_VERSION = 1
 STATUSES = ("ok", "failed", "rejected", "aborted", "cancelled")
 

@@ -23,6 +23,20 @@ from urllib.parse import parse_qs, urlsplit
 
 from servo_actors.protocol.json_bounds import MAX_NESTING
 
+__all__ = [
+    "DEFAULT_CANCEL_MESSAGE",
+    "DEFAULT_CANCEL_REASON",
+    "HttpServer",
+    "IDLE_CONNECTION_TIMEOUT",
+    "MAX_BODY_BYTES",
+    "Reply",
+    "STATIC_DIR",
+    "ServedApplication",
+    "ServedFault",
+    "ServedOptimizer",
+    "error_reply",
+]
+
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 16 * 1024 * 1024

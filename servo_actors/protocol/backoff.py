@@ -23,6 +23,15 @@ from dataclasses import dataclass
 
 from servo_actors.config.models import Backoff
 
+__all__ = [
+    "BackoffPolicy",
+    "JITTER",
+    "MIN_DELAY",
+    "RetrySchedule",
+    "refusal_delay",
+    "retry_delay",
+]
+
 JITTER = 0.2
 """Spread of each wait, as a fraction of it: waits of servos that failed together drift apart."""
 MIN_DELAY = 0.01

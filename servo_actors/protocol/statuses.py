@@ -80,6 +80,10 @@ def normalise_failure(status: Any, reason: Any, message: Any) -> tuple[str, str,
 
 __all__ = [
     "FAILURE_STATUSES",
+    "FALLBACK_STATUS",
+    "MAX_MESSAGE_CHARS",
+    "MAX_QUOTED_CHARS",
+    "MAX_REASON_CHARS",
     "SERVO_STATUSES",
     "WORD_PATTERN",
     "is_word",

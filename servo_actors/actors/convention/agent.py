@@ -35,6 +35,18 @@ from servo_actors.actors.transport.system import ActorSystemHandle
 from servo_actors.endpoints import Endpoint
 from servo_actors.errors import SupervisorError
 
+__all__ = [
+    "AgentFailed",
+    "AgentOptions",
+    "DEFAULT_REJOIN_MAX",
+    "DEFAULT_REJOIN_MIN",
+    "LISTEN_SLICE",
+    "STARTUP_TIMEOUT",
+    "STATUS_INTERVAL",
+    "SYSTEM_CAPABILITIES",
+    "run_agent",
+]
+
 STARTUP_TIMEOUT = 10.0
 """Seconds the member agent has to answer its configuration."""
 STATUS_INTERVAL = 1.0

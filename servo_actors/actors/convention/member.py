@@ -41,6 +41,16 @@ from servo_actors.actors.rules import messages as m
 from servo_actors.actors.transport import system
 from servo_actors.protocol.backoff import BackoffPolicy, retry_delay
 
+__all__ = [
+    "CONVENTION_ADDRESS_CAPABILITY",
+    "IDLE_TICK",
+    "KILL_CHECK_FIRST",
+    "KILL_CHECK_MAX",
+    "LeaderWatch",
+    "MIN_TICK",
+    "MemberAgent",
+]
+
 CONVENTION_ADDRESS_CAPABILITY = "Convention Address.IPv4"
 """Thespian's capability naming the leader admin a system registers with."""
 KILL_CHECK_FIRST = 0.002

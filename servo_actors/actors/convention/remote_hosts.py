@@ -43,6 +43,19 @@ from servo_actors.actors.rules import member_messages as mm
 from servo_actors.actors.rules.messages import ChildSpec
 from servo_actors.actors.rules.placement import Placement
 
+__all__ = [
+    "Event",
+    "HOST_LOST",
+    "HostLost",
+    "KILL_RESEND",
+    "Placeable",
+    "RemoteGone",
+    "RemoteHosts",
+    "RemoteSpawnFailed",
+    "RemoteSpawned",
+    "Unplaced",
+]
+
 HOST_LOST = "host-lost"
 KILL_RESEND = 0.5
 """Seconds before a repeated kill of one generation goes to its member again."""

@@ -18,6 +18,28 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+__all__ = [
+    "KILL_POLL_INTERVAL",
+    "KILL_SESSION_TIMEOUT",
+    "PR_SET_PDEATHSIG",
+    "ProcStat",
+    "all_processes",
+    "children_of",
+    "exit_status_nowait",
+    "is_running",
+    "kill_pids",
+    "kill_process_group",
+    "kill_session",
+    "libc",
+    "listening_sockets",
+    "proc_stat",
+    "session_members",
+    "set_parent_death_signal",
+    "start_ticks",
+    "stop_child",
+    "wait_for_exit_or",
+]
+
 PR_SET_PDEATHSIG = 1
 """prctl option: a signal the kernel sends this process when its parent thread exits."""
 KILL_POLL_INTERVAL = 0.01

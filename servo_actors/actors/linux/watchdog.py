@@ -39,6 +39,12 @@ from dataclasses import dataclass, field
 
 from servo_actors.actors.linux.processes import ProcStat
 
+__all__ = [
+    "Hurry",
+    "STOPPED_STATES",
+    "Watchdog",
+]
+
 STOPPED_STATES = ("T", "t")
 """/proc states of a process that is stopped by a signal or by a tracer."""
 

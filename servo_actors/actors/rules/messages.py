@@ -23,6 +23,33 @@ from servo_actors.connectors.base import Control
 # ----- child specs and status --------------------------------------------------------------------
 
 
+__all__ = [
+    "Begin",
+    "Cancel",
+    "Cancelled",
+    "ChildSpec",
+    "ChildStatus",
+    "ConnectorFailed",
+    "Done",
+    "GetStatus",
+    "HostCall",
+    "HostInit",
+    "HostProgress",
+    "HostReady",
+    "HostReply",
+    "HostShutdown",
+    "HostShutdownDone",
+    "HostStartupFailed",
+    "Progress",
+    "Ready",
+    "Reconfigure",
+    "Start",
+    "Status",
+    "Stop",
+    "Stopped",
+    "SupervisorSettings",
+]
+
 @dataclass(frozen=True)
 class ChildSpec:
     """One connector as the supervisor sees it (from ``ConnectorSpec``), durations in seconds."""

@@ -32,6 +32,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+__all__ = [
+    "DEFAULT_GRACE",
+    "Member",
+    "Placement",
+    "Requirement",
+]
+
 DEFAULT_GRACE = 3.0
 """Seconds a placed connector waits for a member before its parts fail ``host-unavailable``."""
 

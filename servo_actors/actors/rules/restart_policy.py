@@ -23,6 +23,15 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+__all__ = [
+    "RESTART_TYPES",
+    "RestartBackoff",
+    "RestartIntensity",
+    "STRATEGIES",
+    "restart_targets",
+    "should_restart",
+]
+
 RESTART_TYPES = ("permanent", "transient", "temporary")
 STRATEGIES = ("one_for_one", "one_for_all", "rest_for_one")
 

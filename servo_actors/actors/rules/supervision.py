@@ -89,6 +89,29 @@ from servo_actors.actors.rules.supervision_events import (
 )
 from servo_actors.actors.rules.supervision_operation import OperationInFlight, operation_deadline, refused
 
+__all__ = [
+    "CANCELLED_IDS_KEPT",
+    "DOWN",
+    "FAILED",
+    "HOST_LOST",
+    "KILLING",
+    "KILL_CHECK_FIRST",
+    "KILL_CHECK_MAX",
+    "NEVER",
+    "PROGRESS_INTERVAL",
+    "QUEUED",
+    "READY",
+    "RESTART_CANCEL",
+    "RESTART_CRASH",
+    "RESTART_DEADLINE",
+    "RESTART_HISTORY",
+    "RESTART_RETRY",
+    "STARTING",
+    "Supervision",
+    "WAITING",
+    "kill_check_delay",
+]
+
 KILL_CHECK_FIRST = 0.002
 KILL_CHECK_MAX = 0.1
 """After a kill, ``Kill`` is repeated at KILL_CHECK_FIRST seconds, doubling up to KILL_CHECK_MAX,

@@ -32,6 +32,34 @@ from typing import Any
 from servo_actors.actors.rules import messages as m
 from servo_actors.actors.rules.results import ConnectorOutcome
 
+__all__ = [
+    "CancelRequested",
+    "ChildExited",
+    "ChildHostLost",
+    "ChildProgressed",
+    "ChildReady",
+    "ChildReplied",
+    "ChildShutdownDone",
+    "ChildStarted",
+    "ChildStartupFailed",
+    "ChildState",
+    "ChildUnplaced",
+    "Effect",
+    "Escalate",
+    "Event",
+    "FinalSweep",
+    "HostAvailable",
+    "Kill",
+    "OperationRequested",
+    "Reply",
+    "ScheduleWakeup",
+    "SendToChild",
+    "Spawn",
+    "StartRequested",
+    "StopRequested",
+    "Tick",
+    "UNSETTLED",
+]
 
 class ChildState(StrEnum):
     """Where a child is in its life (see the module docstring); the value is what status shows."""

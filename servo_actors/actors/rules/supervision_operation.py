@@ -19,6 +19,13 @@ from servo_actors.actors.rules.results import (
     aggregate,
 )
 
+__all__ = [
+    "OperationInFlight",
+    "TIMED_OPERATIONS",
+    "operation_deadline",
+    "refused",
+]
+
 TIMED_OPERATIONS = ("measure", "adjust")
 """Operations whose control says how long they take (the others get only the grace)."""
 

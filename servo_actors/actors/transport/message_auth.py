@@ -37,6 +37,21 @@ from typing import Any
 
 from servo_actors.errors import SupervisorError
 
+__all__ = [
+    "KEY_BYTES",
+    "MAC_DOMAIN",
+    "MAX_FRAME_BYTES",
+    "REFUSAL_LOG_INTERVAL",
+    "TAG_BYTES",
+    "authenticated_frame",
+    "ensure_key",
+    "install_key",
+    "key_from_file",
+    "key_installed",
+    "patch_transport",
+    "reset_refusal_reports",
+]
+
 KEY_BYTES = 32
 """Length of a random per-run key, and the least a key from a file may have."""
 TAG_BYTES = hashlib.sha256().digest_size

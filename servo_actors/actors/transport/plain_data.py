@@ -23,6 +23,20 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
+__all__ = [
+    "MAX_DEPTH",
+    "NotPlainData",
+    "PlainConverter",
+    "ResultTooLarge",
+    "TEXT_LIMIT",
+    "describe_exception",
+    "progress_percent",
+    "refuse_oversize",
+    "safe_text",
+    "to_plain",
+    "type_name",
+]
+
 MAX_DEPTH = 64
 """Deepest nesting of containers accepted in a result (the wire shapes need fewer than 10)."""
 TEXT_LIMIT = 2000

@@ -46,6 +46,29 @@ from servo_actors.actors.transport.thespian_internals import check_thespian
 from servo_actors.endpoints import Endpoint
 from servo_actors.errors import SupervisorError
 
+__all__ = [
+    "ADMIN_PORT_ATTEMPTS",
+    "ActorSystemHandle",
+    "CONNECTOR_LOG_NAME",
+    "EXIT_CODES",
+    "EXIT_CODES_KEPT",
+    "KILL_TIMEOUT",
+    "LISTEN_BACKLOG",
+    "LOOPBACK",
+    "THESPIAN_LOG_NAME",
+    "TRANSMIT_TIMEOUT",
+    "check_listen_address",
+    "child_pid",
+    "forget_child",
+    "free_loopback_port",
+    "pop_exit_code",
+    "port_is_taken",
+    "record_exit_code",
+    "sessions_started",
+    "tracked_child_addresses",
+    "wait_until_gone",
+]
+
 LOOPBACK = "127.0.0.1"
 TRANSMIT_TIMEOUT = timedelta(seconds=5)
 """Thespian gives up on an undeliverable message after this (its default is 5 minutes)."""

@@ -20,6 +20,15 @@ from typing import Any
 
 from servo_actors.errors import SupervisorError
 
+__all__ = [
+    "INTERNALS",
+    "Internal",
+    "THESPIAN_VERSION",
+    "check_thespian",
+    "installed_version",
+    "thespian_problems",
+]
+
 THESPIAN_VERSION = "4.0.1"
 """The one Thespian version whose internals this servo was written and measured against."""
 

@@ -28,6 +28,14 @@ from servo_actors.connectors.kubernetes.settings import (
     SettingError,
 )
 
+__all__ = [
+    "Adjustment",
+    "Builder",
+    "ConflictError",
+    "MAX_CONFLICT_RETRIES",
+    "patch_with_retry",
+]
+
 MAX_CONFLICT_RETRIES = 5
 """How many times a patch answered 409 Conflict is rebuilt from a fresh read and sent again."""
 

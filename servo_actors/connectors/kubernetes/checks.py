@@ -18,6 +18,20 @@ from servo_actors.connectors.kubernetes.cluster import find_hpa, read_deployment
 from servo_actors.connectors.kubernetes.config import DeploymentConfig, KubernetesConfig
 from servo_actors.connectors.kubernetes.settings import ClusterStateError, find_container, resource_value
 
+__all__ = [
+    "OPTIONAL_ACCESS",
+    "REQUIRED_ACCESS",
+    "ROLLBACK_ACCESS",
+    "STATEFULSET_ACCESS",
+    "allowed",
+    "check_access",
+    "check_deployment",
+    "check_namespace",
+    "check_reachable",
+    "required_access",
+    "run_checks",
+]
+
 REQUIRED_ACCESS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("apps", "deployments", ("get", "list", "watch", "patch")),
     ("apps", "replicasets", ("get", "list", "watch")),

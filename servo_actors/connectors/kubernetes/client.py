@@ -24,6 +24,33 @@ from requests.adapters import HTTPAdapter
 from servo_actors.connectors.kubernetes.credentials import KubeAuth, ssl_context
 from servo_actors.connectors.kubernetes.kubeconfig import ClusterAccess
 
+__all__ = [
+    "ACCESS_REVIEW_PATH",
+    "KubeApiError",
+    "KubeClient",
+    "KubeError",
+    "KubeTimeout",
+    "KubeUnreachable",
+    "PATCH_TYPES",
+    "USER_AGENT",
+    "VERSION_PATH",
+    "WATCH_READ_GRACE",
+    "deployment_path",
+    "deployments_path",
+    "events_path",
+    "hpa_path",
+    "hpas_path",
+    "label_selector",
+    "pod_metrics_path",
+    "pod_path",
+    "pods_path",
+    "replicasets_path",
+    "statefulset_path",
+    "statefulsets_path",
+    "workload_path",
+    "workloads_path",
+]
+
 WATCH_READ_GRACE = 5.0
 """Seconds a watch may stay silent past its server-side ``timeoutSeconds`` before we hang up."""
 PATCH_TYPES = {

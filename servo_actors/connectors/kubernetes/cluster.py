@@ -14,6 +14,12 @@ from servo_actors.connectors.kubernetes.client import (
 from servo_actors.connectors.kubernetes.config import DeploymentConfig, KubernetesConfig
 from servo_actors.connectors.kubernetes.settings import ClusterStateError, DeploymentState
 
+__all__ = [
+    "find_hpa",
+    "read_deployment",
+    "read_states",
+    "targets_workload",
+]
 
 def read_deployment(
     client: KubeClient, namespace: str, name: str, kind: str = "Deployment"

@@ -24,6 +24,26 @@ from pydantic import (
 from servo_actors.config.models import Duration
 from servo_actors.connectors.kubernetes.units import format_cpu, format_memory, parse_cpu, parse_memory
 
+__all__ = [
+    "ContainerConfig",
+    "Cores",
+    "CountRange",
+    "CpuRange",
+    "DeploymentConfig",
+    "EnvEnum",
+    "EnvRange",
+    "EnvSetting",
+    "GiB",
+    "HpaConfig",
+    "KubernetesConfig",
+    "MemoryRange",
+    "RESERVED_SETTINGS",
+    "StatefulSetConfig",
+    "Target",
+    "component_name",
+    "tuning_component_name",
+]
+
 _QUANTITY_SCHEMA = {"anyOf": [{"type": "number", "minimum": 0}, {"type": "string"}]}
 Cores = Annotated[
     float,

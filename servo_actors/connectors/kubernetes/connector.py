@@ -37,6 +37,13 @@ from servo_actors.connectors.kubernetes.settings import (
 from servo_actors.connectors.wait import wait_with_progress
 from servo_actors.durations import format_duration
 
+__all__ = [
+    "KubernetesConnector",
+    "PATCHED",
+    "PROGRESS_INTERVAL",
+    "ROLLED_OUT",
+]
+
 PROGRESS_INTERVAL = 1.0
 """Seconds between progress reports while a measurement waits."""
 PATCHED, ROLLED_OUT = 5.0, 90.0

@@ -20,6 +20,15 @@ import requests
 
 from servo_actors.connectors.kubernetes.kubeconfig import ClusterAccess, ExecPlugin, KubeConfigError
 
+__all__ = [
+    "EXEC_TIMEOUT",
+    "EXPIRY_MARGIN",
+    "KubeAuth",
+    "TOKEN_FILE_REREAD",
+    "run_exec_plugin",
+    "ssl_context",
+]
+
 EXEC_TIMEOUT = 30.0
 """The longest a credential plugin may run."""
 TOKEN_FILE_REREAD = 60.0

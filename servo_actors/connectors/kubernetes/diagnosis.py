@@ -13,6 +13,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+__all__ = [
+    "Diagnosis",
+    "IMAGE_PULL_REASONS",
+    "REVISION_ANNOTATION",
+    "START_FAILURE_REASONS",
+    "deployment_condition_failure",
+    "diagnose_pods",
+    "has_replica_failure",
+    "instability",
+    "newest_replicaset",
+    "pods_of",
+    "progress_deadline_of_another",
+    "restart_counts",
+    "unready_detail",
+    "without_condition",
+]
+
 REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
 IMAGE_PULL_REASONS = {
     "ErrImagePull",

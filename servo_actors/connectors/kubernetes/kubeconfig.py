@@ -17,6 +17,16 @@ from typing import Any
 
 import yaml
 
+__all__ = [
+    "ClusterAccess",
+    "ExecPlugin",
+    "KubeConfigError",
+    "SERVICE_ACCOUNT_DIR",
+    "from_kubeconfig",
+    "in_cluster",
+    "resolve_access",
+]
+
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 

@@ -22,6 +22,16 @@ from servo_actors.connectors.kubernetes.settings import (
 )
 from servo_actors.connectors.kubernetes.units import format_cpu, format_memory, parse_quantity
 
+__all__ = [
+    "Owned",
+    "deployment_patch",
+    "hpa_owned",
+    "hpa_patch",
+    "hpa_wanted",
+    "owned_fields",
+    "wanted_fields",
+]
+
 Owned = dict[str, Any]
 """``{"replicas": n | None, "containers": {name: {"requests.cpu": raw | None, "env.GOGC": entry | None}}}``."""
 _TARGET_KEY = {"request": "requests", "limit": "limits"}

@@ -54,6 +54,20 @@ from servo_actors.connectors.kubernetes.diagnosis import (
 )
 from servo_actors.durations import format_duration
 
+__all__ = [
+    "EVENTS_LIMIT",
+    "FAILURE_GRACE",
+    "RETRY_INTERVAL",
+    "REVISION_LABEL",
+    "Report",
+    "RolloutFailed",
+    "RolloutStatus",
+    "RolloutWatcher",
+    "WATCH_WINDOW",
+    "rollout_status",
+    "statefulset_status",
+]
+
 WATCH_WINDOW = 2.0
 """Seconds one watch lasts before a fresh read, a look at the pods and a progress report."""
 RETRY_INTERVAL = 1.0

@@ -22,6 +22,21 @@ from servo_actors.connectors.kubernetes.config import (
 )
 from servo_actors.connectors.kubernetes.units import parse_cpu, parse_memory
 
+__all__ = [
+    "ClusterStateError",
+    "ContainerTargets",
+    "DeploymentState",
+    "DeploymentTargets",
+    "HPA_SETTINGS",
+    "SettingError",
+    "describe_components",
+    "env_value",
+    "find_container",
+    "hpa_cpu_utilization",
+    "requested_targets",
+    "resource_value",
+]
+
 HPA_SETTINGS = {
     "hpa_min_replicas": "min_replicas",
     "hpa_max_replicas": "max_replicas",

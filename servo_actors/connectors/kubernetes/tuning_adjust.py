@@ -32,6 +32,18 @@ from servo_actors.connectors.kubernetes.diagnosis import Diagnosis, diagnose_pod
 from servo_actors.connectors.kubernetes.tuning_pod import is_ready, spec_hash, terminating
 from servo_actors.durations import format_duration
 
+__all__ = [
+    "EVENTS_LIMIT",
+    "Hook",
+    "MAX_CREATE_ATTEMPTS",
+    "RETRY_INTERVAL",
+    "Report",
+    "TuningFailed",
+    "TuningPods",
+    "WATCH_WINDOW",
+    "servo_owner",
+]
+
 WATCH_WINDOW = 2.0
 """Seconds one watch lasts before a fresh read and a progress report."""
 RETRY_INTERVAL = 1.0

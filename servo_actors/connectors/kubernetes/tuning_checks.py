@@ -19,6 +19,14 @@ from servo_actors.connectors.kubernetes.config import KubernetesConfig
 from servo_actors.connectors.kubernetes.tuning_adjust import TuningFailed, TuningPods
 from servo_actors.connectors.kubernetes.tuning_pod import TUNING_SELECTOR, tuning_of
 
+__all__ = [
+    "CLEANUP_COMMAND",
+    "TUNING_ACCESS",
+    "cleanup",
+    "extra_checks",
+    "tuning_pods",
+]
+
 TUNING_ACCESS: tuple[tuple[str, str, tuple[str, ...]], ...] = (("", "pods", ("create", "delete")),)
 """Beyond the Deployment path's verbs: what ``strategy: tuning`` needs (deploy/kubernetes grants it)."""
 CLEANUP_COMMAND = "servo-actors kube cleanup"

@@ -27,6 +27,25 @@ from servo_actors.connectors.kubernetes.settings import (
 )
 from servo_actors.connectors.kubernetes.units import format_cpu, format_memory, parse_cpu, parse_memory
 
+__all__ = [
+    "DROPPED_LABELS",
+    "ROLE_LABEL",
+    "ROLE_TUNING",
+    "SPEC_HASH_ANNOTATION",
+    "TUNING_OF_ANNOTATION",
+    "TUNING_SELECTOR",
+    "build_tuning_pod",
+    "current_values",
+    "is_ready",
+    "merged_values",
+    "owner_reference",
+    "restarts",
+    "spec_hash",
+    "terminating",
+    "tuning_of",
+    "tuning_pod_name",
+]
+
 ROLE_LABEL = "servo-actors.io/role"
 ROLE_TUNING = "tuning"
 TUNING_OF_ANNOTATION = "servo-actors.io/tuning-of"

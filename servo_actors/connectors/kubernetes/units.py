@@ -16,6 +16,15 @@ import math
 import re
 from decimal import Decimal, InvalidOperation
 
+__all__ = [
+    "GIB",
+    "format_cpu",
+    "format_memory",
+    "parse_cpu",
+    "parse_memory",
+    "parse_quantity",
+]
+
 GIB = 1024**3
 _BINARY = {"Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4, "Pi": 1024**5, "Ei": 1024**6}
 _DECIMAL = {
