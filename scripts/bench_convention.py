@@ -86,7 +86,9 @@ def _config(args: dict[str, Any], placed: bool, hang_file: Path, heartbeat: dict
             **({"heartbeat": heartbeat} if heartbeat else {}),
         }
     }
-    return ServoConfig.model_validate({"supervisor": supervisor, "connectors": [_chaos("c", hang_file, placed)]})
+    return ServoConfig.model_validate(
+        {"supervisor": supervisor, "connectors": [_chaos("c", hang_file, placed)]}
+    )
 
 
 class _Agent:
@@ -132,9 +134,11 @@ def _placed(runtime: Any) -> str:
     deadline = time.monotonic() + PLACE_TIMEOUT
     while time.monotonic() < deadline:
         child = runtime.status().children[0]
-        if child.state == "ready" and getattr(child, "where", "local") not in ("local", None) and not str(
-            child.where
-        ).startswith("waiting"):
+        if (
+            child.state == "ready"
+            and getattr(child, "where", "local") not in ("local", None)
+            and not str(child.where).startswith("waiting")
+        ):
             return child.where
         time.sleep(0.05)
     raise RuntimeError("the placed connector was not placed in time")
@@ -202,6 +206,7 @@ def _losses(args: dict[str, Any], trials: int, directory: Path, hang_file: Path)
 
 def worker(args: dict[str, Any]) -> dict[str, Any]:
     from servo_actors.actors import ServoRuntime
+
     directory = Path(args["directory"])
     hang_file = directory / "hang"
     out: dict[str, Any] = {}
@@ -247,7 +252,9 @@ def _stats(values: list[float]) -> str:
     return f"{percentile(ordered, 0.5):.1f} / {percentile(ordered, 0.99):.1f} / {ordered[-1]:.1f}"
 
 
-def report(results: dict[str, dict[str, Any]], info: dict[str, Any], load_end: str, options: argparse.Namespace) -> str:
+def report(
+    results: dict[str, dict[str, Any]], info: dict[str, Any], load_end: str, options: argparse.Namespace
+) -> str:
     lines = [
         f"### Connectors on other hosts ({info['date']})",
         "",
@@ -256,7 +263,7 @@ def report(results: dict[str, dict[str, Any]], info: dict[str, Any], load_end: s
         f"(a shared machine: other jobs ran); tree {info['tree']}.",
         "",
         "One `chaos` connector, local or placed on a `servo-actors agent` (capability `bench`). Round trip: "
-        "`runtime.run(\"check\")`. Cancel: a measure in flight whose connector is hung in `time.sleep`, "
+        '`runtime.run("check")`. Cancel: a measure in flight whose connector is hung in `time.sleep`, '
         "then `runtime.cancel()`, which returns once the fresh connector has run `startup()` and answered "
         "(remotely: the leader asks the member to SIGKILL the host's process group, descendants and cgroup, "
         "the member reports it gone, the leader asks for a fresh one, which answers the leader directly). "
@@ -272,7 +279,11 @@ def report(results: dict[str, dict[str, Any]], info: dict[str, Any], load_end: s
                 f"| {topology} | {where} | {out[f'{placement}_start_ms']:.0f} | "
                 f"{_stats(out[f'{placement}_round_trip_ms'])} | {_stats(out[f'{placement}_cancel_ms'])} |"
             )
-    lines += ["", "Member loss (SIGKILL of the agent process during a measure -> the measure's result), default heartbeat (1 s interval, 5 s timeout):", ""]
+    lines += [
+        "",
+        "Member loss (SIGKILL of the agent process during a measure -> the measure's result), default heartbeat (1 s interval, 5 s timeout):",
+        "",
+    ]
     for topology, out in results.items():
         seconds = [s["seconds"] for s in out["losses"]]
         reasons = sorted({f"{s['status']}/{s['reason']}" for s in out["losses"]})

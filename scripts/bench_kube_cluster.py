@@ -55,11 +55,14 @@ class BenchError(Exception):
 
 def timed(args: list[str], timeout: float, env: dict[str, str] | None = None) -> tuple[float, str, str]:
     started = time.monotonic()
-    done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout,
-                          env=env)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
     took = time.monotonic() - started
     if done.returncode != 0:
-        raise BenchError(f"kube-cluster {' '.join(args)} failed (exit {done.returncode}): {done.stderr[-2000:]}")
+        raise BenchError(
+            f"kube-cluster {' '.join(args)} failed (exit {done.returncode}): {done.stderr[-2000:]}"
+        )
     return took, done.stdout, done.stderr
 
 
@@ -113,7 +116,9 @@ def cached_runs(ups: int) -> dict[str, Any]:
     for run in range(ups):
         with tempfile.TemporaryDirectory(prefix="bench-kube-") as scratch:
             directory = Path(scratch) / "cluster"
-            took, stdout, _ = timed(["up", "--dir", str(directory), "--owner-pid", str(os.getpid())], STEP_TIMEOUT)
+            took, stdout, _ = timed(
+                ["up", "--dir", str(directory), "--owner-pid", str(os.getpid())], STEP_TIMEOUT
+            )
             up_s.append(took)
             try:
                 if run == 0:
@@ -131,18 +136,24 @@ def seconds(values: list[float]) -> str:
 
 
 def versions() -> str:
-    pinned = dict(line.split("=", 1) for line in (ROOT / "kube" / "versions.env").read_text().splitlines()
-                  if line and not line.startswith("#"))
-    return (f"Kubernetes {pinned['KUBERNETES_VERSION']}, etcd {pinned['ETCD_VERSION']}, kwok {pinned['KWOK_VERSION']}, "
-            f"metrics-server {pinned['METRICS_SERVER_VERSION']}")
+    pinned = dict(
+        line.split("=", 1)
+        for line in (ROOT / "kube" / "versions.env").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    return (
+        f"Kubernetes {pinned['KUBERNETES_VERSION']}, etcd {pinned['ETCD_VERSION']}, kwok {pinned['KWOK_VERSION']}, "
+        f"metrics-server {pinned['METRICS_SERVER_VERSION']}"
+    )
 
 
 def go_version() -> str:
     try:
         return subprocess.run(["go", "version"], capture_output=True, text=True, timeout=30).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return subprocess.run(["/usr/local/go/bin/go", "version"], capture_output=True, text=True,
-                              timeout=30).stdout.strip()
+        return subprocess.run(
+            ["/usr/local/go/bin/go", "version"], capture_output=True, text=True, timeout=30
+        ).stdout.strip()
 
 
 def report(figures: dict[str, Any], where: dict[str, Any], load_after: str) -> str:
@@ -165,12 +176,16 @@ def report(figures: dict[str, Any], where: dict[str, Any], load_after: str) -> s
 
 
 def cold_report(cold: dict[str, Any], where: dict[str, Any]) -> str:
-    modules = ", ".join(f"{module} {value // 60} min {value % 60} s" for module, value in cold["per_module_s"].items())
-    return (f"### Local Kubernetes cluster, cold build (scripts/bench_kube_cluster.py --cold, {where['date']})\n\n"
-            f"Machine: {where['cpu']}, {where['cores']} cores, {go_version()}; load average at start "
-            f"{where['load_at_start']}. Empty GOCACHE; modules already in the module cache (downloads not "
-            f"counted).\n\n- `kube-cluster build`: {cold['total_s'] // 60} min {cold['total_s'] % 60} s in all "
-            f"({modules}).\n")
+    modules = ", ".join(
+        f"{module} {value // 60} min {value % 60} s" for module, value in cold["per_module_s"].items()
+    )
+    return (
+        f"### Local Kubernetes cluster, cold build (scripts/bench_kube_cluster.py --cold, {where['date']})\n\n"
+        f"Machine: {where['cpu']}, {where['cores']} cores, {go_version()}; load average at start "
+        f"{where['load_at_start']}. Empty GOCACHE; modules already in the module cache (downloads not "
+        f"counted).\n\n- `kube-cluster build`: {cold['total_s'] // 60} min {cold['total_s'] % 60} s in all "
+        f"({modules}).\n"
+    )
 
 
 def main() -> int:

@@ -35,7 +35,11 @@ def pod_deletes(audit_log: Path, namespace: str) -> collections.Counter[str]:
         for line in lines:
             entry = json.loads(line)
             ref = entry.get("objectRef", {})
-            if entry.get("verb") != "delete" or ref.get("resource") != "pods" or ref.get("namespace") != namespace:
+            if (
+                entry.get("verb") != "delete"
+                or ref.get("resource") != "pods"
+                or ref.get("namespace") != namespace
+            ):
                 continue
             agent = entry.get("userAgent", "?").split("/")[0]
             counts[f"{agent} {entry.get('responseStatus', {}).get('code')}"] += 1
@@ -48,7 +52,9 @@ def run(cluster: LocalCluster, cycles: int) -> int:
         record = replace_pods(cluster, namespace, cycles)
     finally:
         cluster.delete_namespace(namespace)
-    print(f"{record.cycles} replaces in {record.seconds:.1f} s; new pods deleted by someone else: {len(record.killed)}")
+    print(
+        f"{record.cycles} replaces in {record.seconds:.1f} s; new pods deleted by someone else: {len(record.killed)}"
+    )
     for key, count in sorted(pod_deletes(cluster.audit_log, namespace).items()):
         print(f"  pod deletes by {key}: {count}")
     return 1 if record.killed else 0

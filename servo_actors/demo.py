@@ -287,7 +287,9 @@ class _Demo:
             response.raise_for_status()
             return response.json()
         except (requests.RequestException, ValueError) as exc:
-            raise DemoError(f"the embedded optimizer did not answer GET {url}: {type(exc).__name__}") from None
+            raise DemoError(
+                f"the embedded optimizer did not answer GET {url}: {type(exc).__name__}"
+            ) from None
 
     def print_news(self, state: dict[str, Any]) -> None:
         """The cancels and steps the optimizer recorded since the last look, in that order."""
@@ -399,7 +401,9 @@ class _Demo:
         elapsed = f"{time.monotonic() - self.began:.0f} s"
         searched = sum(1 for s in driver.get("steps", []) if s.get("n") and s.get("confirms") is None)
         planned = (driver.get("plan") or {}).get("steps")
-        where = f"{driver.get('phase')}: {searched} of {planned} search steps" if planned else driver.get("phase")
+        where = (
+            f"{driver.get('phase')}: {searched} of {planned} search steps" if planned else driver.get("phase")
+        )
         current = driver.get("current")
         if not current:
             return f"{where}  {elapsed}"
@@ -465,7 +469,9 @@ def summary_lines(driver_state: dict[str, Any]) -> list[str]:
     for judged in best.get("constraints") or []:
         spread = judged.get("uncertainty")
         value = _num(judged.get("value")) + (f" ± {spread:.2g}" if spread is not None else "")
-        lines.append(f"  {judged['constraint']}: {value} ({judged.get('readings')} readings) {_verdict(judged, confirmed)}")
+        lines.append(
+            f"  {judged['constraint']}: {value} ({judged.get('readings')} readings) {_verdict(judged, confirmed)}"
+        )
     return lines
 
 

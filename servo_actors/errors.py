@@ -16,6 +16,7 @@ __all__ = [
     "UsageError",
 ]
 
+
 class ServoError(Exception):
     """Base of every error servo-actors raises on purpose."""
 

@@ -73,7 +73,11 @@ COMMAND_OF_EVENT: Final[dict[str, str]] = {event: command for command, event in 
 
 OPERATIONS: Final = ("describe", "measure", "adjust", "check")
 """The operations of the connectors (``check`` has no command: the CLI's and ``run --check``'s)."""
-OPERATION_EVENT: Final[dict[str, str]] = {"describe": DESCRIPTION, "measure": MEASUREMENT, "adjust": ADJUSTMENT}
+OPERATION_EVENT: Final[dict[str, str]] = {
+    "describe": DESCRIPTION,
+    "measure": MEASUREMENT,
+    "adjust": ADJUSTMENT,
+}
 """The result event of an operation that answers a command."""
 
 # ----- statuses ----------------------------------------------------------------------------------

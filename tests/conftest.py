@@ -123,7 +123,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if any(item.get_closest_marker("kube") for item in session.items) and not kube_local.built():
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            reporter.write_line("kube: building the local cluster's binaries first (cold: 20-40 min on 2 cores)")
+            reporter.write_line(
+                "kube: building the local cluster's binaries first (cold: 20-40 min on 2 cores)"
+            )
         kube_local.build()
 
 

@@ -36,7 +36,9 @@ _log = logging.getLogger(__name__)
 
 
 def _declares(cls: type[Connector]) -> bool:
-    return getattr(cls.operation_seconds, "__func__", None) is not vars(Connector)["operation_seconds"].__func__
+    return (
+        getattr(cls.operation_seconds, "__func__", None) is not vars(Connector)["operation_seconds"].__func__
+    )
 
 
 class DeclaredTimes:
@@ -47,7 +49,9 @@ class DeclaredTimes:
         for spec in specs:
             cls = connector_class_at(spec.import_path, spec.type)
             if _declares(cls):
-                config = cls.config_model.model_validate(spec.config) if cls.config_model else dict(spec.config)
+                config = (
+                    cls.config_model.model_validate(spec.config) if cls.config_model else dict(spec.config)
+                )
                 self._declaring.append((spec.name, cls, config))
 
     def for_operation(self, operation: str, control: Control) -> dict[str, float]:
@@ -64,7 +68,9 @@ class DeclaredTimes:
                 _log.warning("connector %r: operation_seconds raised %s: %s", name, type(exc).__name__, exc)
                 continue
             if not math.isfinite(seconds):
-                _log.warning("connector %r: operation_seconds returned %r, not a number of seconds", name, seconds)
+                _log.warning(
+                    "connector %r: operation_seconds returned %r, not a number of seconds", name, seconds
+                )
             elif seconds > 0:
                 declared[name] = min(seconds, DECLARED_MAX)
         return declared

@@ -206,7 +206,9 @@ class _ConnectorCalls:
             refuse_oversize(checks, self.byte_limit)  # a generator passes: the budget below stops it
             # One byte budget for all entries: a generator that never ends is stopped by it.
             converter = PlainConverter(self.byte_limit)
-            entries = [_check_entry(converter, item, f"check()[{index}]") for index, item in enumerate(checks)]
+            entries = [
+                _check_entry(converter, item, f"check()[{index}]") for index, item in enumerate(checks)
+            ]
             return {"checks": entries}, (), "success"
         raise ValueError(f"unknown operation {call.operation!r}")
 

@@ -676,7 +676,9 @@ class ServoRuntime:
         Without pidfds (Linux < 5.3) it waits at most ``LIVENESS_INTERVAL`` between looks.
         """
         now = time.monotonic()
-        pids = list(self._watchdog.watched.values()) if self._system is not None and self._lost is None else []
+        pids = (
+            list(self._watchdog.watched.values()) if self._system is not None and self._lost is None else []
+        )
         until_check = self._watchdog.next_check(now) - now
         if pids and processes.wait_for_exit_or(pids, wake_fds, min(seconds, until_check)):
             return

@@ -290,7 +290,9 @@ class Supervisor(Actor):
         self._owner_sid = owner.sid if owner else None
         convention = getattr(msg.settings, "convention", None)
         if convention is not None:
-            self._remote = RemoteHosts(convention, send=self.send, deregister=self.deRegisterRemoteSystem, now=_now())
+            self._remote = RemoteHosts(
+                convention, send=self.send, deregister=self.deRegisterRemoteSystem, now=_now()
+            )
             self.notifyOnSystemRegistrationChanges(True)  # members joining are announced to us
         self._schedule_tick(TICK_BUSY)
         # Tells the runtime our PID at once, so it can notice our death while children start.
@@ -302,7 +304,8 @@ class Supervisor(Actor):
         if self._remote is not None:
             remote = self._remote
             statuses = tuple(
-                dataclasses.replace(s, where=remote.where(s.name)) if remote.placed(s.name) else s for s in statuses
+                dataclasses.replace(s, where=remote.where(s.name)) if remote.placed(s.name) else s
+                for s in statuses
             )
         return m.Status(
             request_id,

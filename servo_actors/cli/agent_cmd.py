@@ -56,7 +56,9 @@ def parse_capabilities(values: tuple[str, ...]) -> dict[str, str]:
                 "starting with a letter or digit"
             )
         if len(value) > CAPABILITY_VALUE_LIMIT or any(ord(c) < 32 for c in value):
-            raise UsageError(f"--capability {raw!r}: the value must be at most {CAPABILITY_VALUE_LIMIT} printable characters")
+            raise UsageError(
+                f"--capability {raw!r}: the value must be at most {CAPABILITY_VALUE_LIMIT} printable characters"
+            )
         if name in found and found[name] != value:
             raise UsageError(f"--capability {name!r} is given twice with different values")
         found[name] = value
@@ -83,7 +85,11 @@ def _duration(_ctx: click.Context, param: click.Parameter, value: str) -> float:
     help="This host's address and port for the member system; every socket of it listens there only.",
 )
 @click.option(
-    "--join", required=True, callback=_endpoint, metavar="HOST:PORT", help="The servo's supervisor.convention.listen."
+    "--join",
+    required=True,
+    callback=_endpoint,
+    metavar="HOST:PORT",
+    help="The servo's supervisor.convention.listen.",
 )
 @click.option(
     "--capability",
@@ -99,10 +105,18 @@ def _duration(_ctx: click.Context, param: click.Parameter, value: str) -> float:
     help="The shared key (the servo's supervisor.convention.secret_file): at least 32 bytes, mode 600.",
 )
 @click.option(
-    "--rejoin-min", default="500ms", show_default=True, callback=_duration, help="First wait between two joins."
+    "--rejoin-min",
+    default="500ms",
+    show_default=True,
+    callback=_duration,
+    help="First wait between two joins.",
 )
 @click.option(
-    "--rejoin-max", default="30s", show_default=True, callback=_duration, help="Longest wait between two joins."
+    "--rejoin-max",
+    default="30s",
+    show_default=True,
+    callback=_duration,
+    help="Longest wait between two joins.",
 )
 @click.option(
     "--run-dir",

@@ -19,6 +19,7 @@ __all__ = [
     "validate_cmd",
 ]
 
+
 @click.command("config")
 @click.option(
     "--format",

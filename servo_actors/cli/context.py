@@ -43,6 +43,7 @@ __all__ = [
     "watches_stop_signals",
 ]
 
+
 @dataclass
 class CliState:
     """The global options, and the configuration they point at, loaded on first use."""

@@ -107,7 +107,10 @@ def _logs_in_a_file() -> Iterator[tuple[Path, TextIO]]:
     help="Press Abort on every Nth MEASURE or ADJUST, to watch recovery (0: never).",
 )
 @click.option(
-    "-v", "--verbose", is_flag=True, help="On a terminal, show the logs there instead of writing them to a file."
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="On a terminal, show the logs there instead of writing them to a file.",
 )
 def demo_cmd(steps: int, seed: int, abort_every: int, verbose: bool) -> None:
     """Run the embedded optimizer and a servo with a synthetic application; print each step and the

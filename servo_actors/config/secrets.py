@@ -21,6 +21,7 @@ __all__ = [
     "read_token",
 ]
 
+
 def read_token(optimizer: OptimizerConfig) -> SecretStr | None:
     """The token: ``optimizer.token``, or the contents of ``optimizer.token_file`` stripped of
     surrounding whitespace, or None when neither is set.

@@ -18,6 +18,7 @@ __all__ = [
     "read_yaml_mapping",
 ]
 
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate keys in a mapping."""
 

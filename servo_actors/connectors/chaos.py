@@ -328,7 +328,11 @@ class ChaosConnector(Connector):
 
     def _do_spawn_detached(self, fault: Fault) -> None:
         args = [str(fault.seconds), fault.marker]
-        quiet: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        quiet: dict[str, Any] = {
+            "stdin": subprocess.DEVNULL,
+            "stdout": subprocess.DEVNULL,
+            "stderr": subprocess.DEVNULL,
+        }
         child = subprocess.Popen(
             [sys.executable, "-c", DETACHED_SLEEP, *args], start_new_session=True, **quiet
         )

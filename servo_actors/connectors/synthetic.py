@@ -305,7 +305,9 @@ class SyntheticConnector(Connector):
         try:
             read = json.loads(done.stdout)
         except ValueError:
-            raise _unreadable(f"settings_command printed no JSON object: {done.stdout.strip()[:200]!r}") from None
+            raise _unreadable(
+                f"settings_command printed no JSON object: {done.stdout.strip()[:200]!r}"
+            ) from None
         if not isinstance(read, dict):
             raise _unreadable(f"settings_command printed {type(read).__name__}, not a JSON object")
         values = {**self._values, **read}

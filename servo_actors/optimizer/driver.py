@@ -13,6 +13,7 @@ __all__ = [
     "Driver",
 ]
 
+
 class Driver(Protocol):
     def next_command(self) -> dict[str, Any]:
         """The next command for a WHATS_NEXT: ``{"cmd": "MEASURE", "param": {...}}``.

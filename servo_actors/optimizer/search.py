@@ -369,7 +369,12 @@ class SearchDriver:
         elif inflight.attempts < COMMAND_ATTEMPTS:
             command = {key: value for key, value in inflight.command.items() if key != "cmd_uid"}
             self._inflight = _InFlight(
-                inflight.kind, inflight.n, command, inflight.settings, inflight.attempts + 1, inflight.confirms
+                inflight.kind,
+                inflight.n,
+                command,
+                inflight.settings,
+                inflight.attempts + 1,
+                inflight.confirms,
             )
         else:
             message = f"no result after {COMMAND_ATTEMPTS} attempts"

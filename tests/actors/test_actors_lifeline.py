@@ -101,7 +101,12 @@ class Servo:
         logger = [pid for pid in under_admin if pid not in supervisor]
         if len(supervisor) != 1 or len(hosts) != 2 or len(logger) != 1:
             return None
-        return {"admin": admin[0], "logger": logger[0], "supervisor": supervisor.pop(), "hosts": sorted(hosts)}
+        return {
+            "admin": admin[0],
+            "logger": logger[0],
+            "supervisor": supervisor.pop(),
+            "hosts": sorted(hosts),
+        }
 
     def close(self) -> list[int]:
         """Kill whatever is left (the leak check); the PIDs that were still alive."""

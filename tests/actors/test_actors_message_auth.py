@@ -104,7 +104,9 @@ def attack_everything(runtime, data_for) -> tuple[dict[int, int], list[int]]:
     return ports, still_open
 
 
-def test_a_framed_pickle_is_refused_by_every_process_and_each_keeps_serving(start_runtime, kit, tmp_path) -> None:
+def test_a_framed_pickle_is_refused_by_every_process_and_each_keeps_serving(
+    start_runtime, kit, tmp_path
+) -> None:
     runtime = start_runtime(kit.chaos("a"), kit.chaos("b"))
     before = kit.pids(runtime)
     targets = tmp_path / "pwned"
@@ -277,7 +279,12 @@ def test_a_shared_key_from_a_file_is_the_one_every_process_uses(tmp_path: Path) 
         assert line, servo.stderr.read()
         supervisor = json.loads(line)["supervisor"]
         inherited = set(processes.listening_sockets(processes.proc_stat(supervisor).ppid))
-        (port,) = [port for found in processes.listening_sockets(supervisor) if found not in inherited for port in found[1:]]
+        (port,) = [
+            port
+            for found in processes.listening_sockets(supervisor)
+            if found not in inherited
+            for port in found[1:]
+        ]
         random_key = tmp_path / "random-key"
         shared_key = tmp_path / "shared-key"
         assert send(port, frame(tagged(pickle.dumps(CreatesFile(random_key)), os.urandom(32))))

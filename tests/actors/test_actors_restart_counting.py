@@ -65,7 +65,12 @@ def test_each_restart_of_a_connector_hung_in_start_up_counts_once(
         "servo_connector_restarts_total", {"connector": "slow", "reason": "start-timeout"}
     )
     assert counted == forks - 1, (counted, forks)
-    assert metrics.registry.get_sample_value("servo_connector_restarts_total", {"connector": "fine", "reason": "crash"}) == 0
+    assert (
+        metrics.registry.get_sample_value(
+            "servo_connector_restarts_total", {"connector": "fine", "reason": "crash"}
+        )
+        == 0
+    )
     lines = [r.getMessage() for r in caplog.records if "slow restarted" in r.getMessage()]
     generations = [int(re.search(r"generation (\d+)", line).group(1)) for line in lines]
     assert len(lines) == forks - 1 and len(set(generations)) == len(generations), lines

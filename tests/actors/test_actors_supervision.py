@@ -92,7 +92,9 @@ def test_one_for_all_kills_a_temporary_sibling_without_restarting_it(start_runti
     assert _changed(before, after) == {"a", "b", "c"}
 
 
-def test_restart_intensity_exceeded_marks_that_connector_failed_and_the_others_go_on(start_runtime, kit) -> None:
+def test_restart_intensity_exceeded_marks_that_connector_failed_and_the_others_go_on(
+    start_runtime, kit
+) -> None:
     runtime = start_runtime(
         *_trio(kit), max_restarts=2, period=60, restart_backoff={"min": 0.01, "max": 0.02}, failed_retry=3600
     )
@@ -186,10 +188,10 @@ def test_a_cancel_while_fresh_hosts_wait_to_be_forked_forks_each_connector_once(
     # Exactly one live host per connector: none forked for a spawn the later cancel dropped.
     hosts = kit.wait_for(
         lambda: (
-            found := sorted(s.pid for s in processes.children_of(supervisor) if processes.is_running(s.pid))
-        )
-        == sorted(pids.values())
-        and found,
+            (found := sorted(s.pid for s in processes.children_of(supervisor) if processes.is_running(s.pid)))
+            == sorted(pids.values())
+            and found
+        ),
         timeout=5,
     )
     assert len(hosts) == 12
@@ -217,6 +219,7 @@ def test_cancel_during_a_restart_backoff_restarts_at_once(start_runtime, kit, tm
 
 def test_stop_kills_a_connector_hung_in_shutdown_after_its_timeout(kit, tmp_path: Path) -> None:
     from servo_actors.actors import ServoRuntime
+
     config = kit.servo_config(
         kit.chaos("hangs_at_exit", faults={"shutdown": "sleep"}),
         kit.chaos("hangs_in_measure", faults={"measure": "sleep"}),

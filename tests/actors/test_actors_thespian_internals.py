@@ -32,7 +32,10 @@ def test_a_missing_module_global_stops_the_start_naming_it(monkeypatch, kit, tmp
         runtime.start()
     message = str(caught.value)
     assert message.startswith("Thespian is not as servo-actors needs it (thespian==4.0.1): ")
-    assert "thespian.system.transport.TCPTransport.LISTEN_DEPTH is missing (needed for the listen queue)" in message
+    assert (
+        "thespian.system.transport.TCPTransport.LISTEN_DEPTH is missing (needed for the listen queue)"
+        in message
+    )
     assert not runtime.started and runtime.members() == []
 
 
@@ -67,7 +70,10 @@ def test_the_cli_says_what_is_missing_in_one_line_and_exits_1(monkeypatch, run_c
     result = run_cli(["-c", str(config), "check"])
     assert result.exit_code == 1
     assert result.stderr.startswith("error: Thespian is not as servo-actors needs it"), result.stderr
-    assert "TCPTransport.TCPTransport._check_XMIT_4_done is missing (needed for message authentication)" in result.stderr
+    assert (
+        "TCPTransport.TCPTransport._check_XMIT_4_done is missing (needed for message authentication)"
+        in result.stderr
+    )
     assert "Traceback" not in result.stderr
 
 

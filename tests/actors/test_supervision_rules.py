@@ -211,14 +211,22 @@ def test_restart_intensity_exceeded_marks_that_connector_failed_and_the_others_g
 def test_a_failed_connector_whose_retry_fails_is_failed_again_at_once() -> None:
     world = SupervisionWorld()
     start = world.start(
-        child_spec("a"), child_spec("b"), startup_timeout=5.0, max_restarts=2, failed_retry=60, **QUICK_BACKOFF
+        child_spec("a"),
+        child_spec("b"),
+        startup_timeout=5.0,
+        max_restarts=2,
+        failed_retry=60,
+        **QUICK_BACKOFF,
     )
     world.ready("a")
     for _ in range(3):
         world.startup_fails("b", "RuntimeError: no database")
         world.advance(0.1)
     assert world.states()["b"] == "failed" and len(world.escalations) == 1
-    assert "3 failed starts in a row" in world.escalations[0].message or "restarts within" in world.escalations[0].message
+    assert (
+        "3 failed starts in a row" in world.escalations[0].message
+        or "restarts within" in world.escalations[0].message
+    )
     assert isinstance(world.answer(start), m.Ready)
     world.advance(60.0)
     assert world.states()["b"] == "starting"

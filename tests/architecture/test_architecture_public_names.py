@@ -18,7 +18,13 @@ def _module_name(path: Path) -> str:
 
 def _declared(tree: ast.Module) -> set[str] | None:
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign)
+            else []
+        )
         if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets) and node.value is not None:
             try:
                 return set(ast.literal_eval(node.value))
@@ -33,7 +39,12 @@ def test_modules_imported_from_declare_what_they_export() -> None:
     imported: dict[str, set[str]] = {}
     for name, tree in trees.items():
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in modules and node.module != name:
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.level == 0
+                and node.module in modules
+                and node.module != name
+            ):
                 for alias in node.names:
                     if f"{node.module}.{alias.name}" not in modules:
                         imported.setdefault(node.module, set()).add(alias.name)

@@ -50,7 +50,9 @@ def test_a_replica_failure_is_start_failed_and_rolled_back(cluster, make_connect
 
     The other kinds (image pull, crash loop, progress deadline, unschedulable) and their rollback run
     against the real cluster in tests/connectors_kubernetes_real/test_real_failures.py."""
-    failure = _adjust_in(FailureMode.REPLICA_FAILURE, cluster, make_connector(timeout="20s", failure_grace="0.5s"), progress)
+    failure = _adjust_in(
+        FailureMode.REPLICA_FAILURE, cluster, make_connector(timeout="20s", failure_grace="0.5s"), progress
+    )
     assert (failure.status, failure.reason) == ("rejected", "start-failed"), failure.message
     assert failure.message.startswith("Deployment web")
     assert failure.message.count("Deployment web") == 1, failure.message

@@ -253,7 +253,9 @@ def test_a_progress_deadline_naming_another_replicaset_is_the_old_rollouts() -> 
     assert unready_detail([_pod("q", conditions=[{"type": "Ready", "status": "True"}])]) == ""
 
 
-def _statefulset(replicas: int = 3, partition: int | None = None, strategy: str = "RollingUpdate", **status) -> dict:
+def _statefulset(
+    replicas: int = 3, partition: int | None = None, strategy: str = "RollingUpdate", **status
+) -> dict:
     update: dict = {"type": strategy}
     if partition is not None:
         update["rollingUpdate"] = {"partition": partition}
@@ -269,26 +271,58 @@ def _statefulset(replicas: int = 3, partition: int | None = None, strategy: str 
     ("obj", "done", "message"),
     [
         (_statefulset(observedGeneration=1), False, "waiting for the controller to see generation 2"),
-        (_statefulset(updatedReplicas=2, readyReplicas=3, updateRevision="b", currentRevision="a"), False,
-         "2 of 3 pods updated"),
-        (_statefulset(updatedReplicas=3, readyReplicas=2, updateRevision="b", currentRevision="a"), False,
-         "2 of 3 pods ready"),
+        (
+            _statefulset(updatedReplicas=2, readyReplicas=3, updateRevision="b", currentRevision="a"),
+            False,
+            "2 of 3 pods updated",
+        ),
+        (
+            _statefulset(updatedReplicas=3, readyReplicas=2, updateRevision="b", currentRevision="a"),
+            False,
+            "2 of 3 pods ready",
+        ),
         # A scale-down: the pod above the desired count is still there.
-        (_statefulset(replicas=2, updatedReplicas=2, readyReplicas=2, updateRevision="b", currentRevision="b")
-         | {"status": {"observedGeneration": 2, "replicas": 3, "updatedReplicas": 2, "readyReplicas": 2}},
-         False, "1 pod(s) above the desired count"),
+        (
+            _statefulset(
+                replicas=2, updatedReplicas=2, readyReplicas=2, updateRevision="b", currentRevision="b"
+            )
+            | {"status": {"observedGeneration": 2, "replicas": 3, "updatedReplicas": 2, "readyReplicas": 2}},
+            False,
+            "1 pod(s) above the desired count",
+        ),
         # Every pod updated and ready, but the controller has not yet made the revision current.
-        (_statefulset(updatedReplicas=3, readyReplicas=3, updateRevision="b", currentRevision="a"), False,
-         "waiting for every pod to be at revision b"),
-        (_statefulset(updatedReplicas=3, readyReplicas=3, updateRevision="b", currentRevision="b"), True,
-         "3 of 3 pods ready at revision b"),
+        (
+            _statefulset(updatedReplicas=3, readyReplicas=3, updateRevision="b", currentRevision="a"),
+            False,
+            "waiting for every pod to be at revision b",
+        ),
+        (
+            _statefulset(updatedReplicas=3, readyReplicas=3, updateRevision="b", currentRevision="b"),
+            True,
+            "3 of 3 pods ready at revision b",
+        ),
         # A partition: only ordinals >= 2 are waited for; the revisions stay apart.
-        (_statefulset(partition=2, updatedReplicas=0, readyReplicas=3, updateRevision="b", currentRevision="a"),
-         False, "0 of 1 pods updated (ordinals >= partition 2)"),
-        (_statefulset(partition=2, updatedReplicas=1, readyReplicas=3, updateRevision="b", currentRevision="a"),
-         True, "partitioned rollout done"),
-        (_statefulset(partition=5, updatedReplicas=0, readyReplicas=3, updateRevision="b", currentRevision="a"),
-         True, "partitioned rollout done"),
+        (
+            _statefulset(
+                partition=2, updatedReplicas=0, readyReplicas=3, updateRevision="b", currentRevision="a"
+            ),
+            False,
+            "0 of 1 pods updated (ordinals >= partition 2)",
+        ),
+        (
+            _statefulset(
+                partition=2, updatedReplicas=1, readyReplicas=3, updateRevision="b", currentRevision="a"
+            ),
+            True,
+            "partitioned rollout done",
+        ),
+        (
+            _statefulset(
+                partition=5, updatedReplicas=0, readyReplicas=3, updateRevision="b", currentRevision="a"
+            ),
+            True,
+            "partitioned rollout done",
+        ),
     ],
 )
 def test_statefulset_rule(obj, done, message) -> None:

@@ -126,8 +126,12 @@ class Tracked:
         self._log = open(log_path, "w")  # noqa: SIM115 (closed in stop())
         env = {**os.environ, MARKER_VAR: marker, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(
-            command, stdout=self._log if stdin is None else subprocess.PIPE, stderr=self._log, env=env,
-            stdin=stdin, text=True,
+            command,
+            stdout=self._log if stdin is None else subprocess.PIPE,
+            stderr=self._log,
+            env=env,
+            stdin=stdin,
+            text=True,
         )
 
     @property
@@ -154,7 +158,9 @@ class Tracked:
 
 
 class Agent(Tracked):
-    def __init__(self, hosts: Hosts, tmp_path: Path, *, join: str, secret: Path, index: int, args: tuple[str, ...]) -> None:
+    def __init__(
+        self, hosts: Hosts, tmp_path: Path, *, join: str, secret: Path, index: int, args: tuple[str, ...]
+    ) -> None:
         self.listen = f"{hosts.member_ip}:{hosts.member_port(index)}"
         self.run_dir = tmp_path / f"agent-{index}"
         command = [
@@ -189,7 +195,13 @@ class Leader(Tracked):
         self.config_path = directory / "servo.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
         self.run_dir = directory / "run"
-        command = [*hosts.leader_prefix(), sys.executable, str(HARNESS), str(self.config_path), str(self.run_dir)]
+        command = [
+            *hosts.leader_prefix(),
+            sys.executable,
+            str(HARNESS),
+            str(self.config_path),
+            str(self.run_dir),
+        ]
         super().__init__(command, directory / "leader.log", uuid.uuid4().hex, stdin=subprocess.PIPE)
         self._answers: Queue[str] = Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -207,7 +219,9 @@ class Leader(Tracked):
         try:
             answer = json.loads(self._answers.get(timeout=bound))
         except Empty:
-            raise AssertionError(f"the leader did not answer {cmd} within {bound}s; log:\n{self.log()}") from None
+            raise AssertionError(
+                f"the leader did not answer {cmd} within {bound}s; log:\n{self.log()}"
+            ) from None
         return answer
 
     def status(self) -> dict[str, dict[str, Any]]:
@@ -227,7 +241,12 @@ class Leader(Tracked):
 
 
 def leader_config(
-    hosts: Hosts, secret: Path, connectors: list[dict[str, Any]], port: int, supervisor: dict[str, Any], **convention: Any
+    hosts: Hosts,
+    secret: Path,
+    connectors: list[dict[str, Any]],
+    port: int,
+    supervisor: dict[str, Any],
+    **convention: Any,
 ) -> dict[str, Any]:
     return {
         "supervisor": {
@@ -258,14 +277,21 @@ class Convention:
     def leader_address(self) -> str:
         return f"{self.hosts.leader_ip}:{self.leader_port}"
 
-    def config(self, connectors: list[dict[str, Any]], supervisor: dict[str, Any] | None = None) -> dict[str, Any]:
+    def config(
+        self, connectors: list[dict[str, Any]], supervisor: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """A leader's servo.yaml (as a dict) with these connectors."""
         return leader_config(self.hosts, self.secret, connectors, self.leader_port, supervisor or {})
 
     def agent(self, *args: str, secret: Path | None = None, join: str | None = None) -> Agent:
         index = sum(isinstance(t, Agent) for t in self.started)
         started = Agent(
-            self.hosts, self.tmp_path, join=join or self.leader_address, secret=secret or self.secret, index=index, args=args
+            self.hosts,
+            self.tmp_path,
+            join=join or self.leader_address,
+            secret=secret or self.secret,
+            index=index,
+            args=args,
         )
         self.started.append(started)
         return started
@@ -281,7 +307,9 @@ class Convention:
         """A leader harness with these connectors (started unless ``start`` is False); ``supervisor``
         adds settings, ``convention`` overrides those of supervisor.convention."""
         index = sum(isinstance(t, Leader) for t in self.started)
-        config = leader_config(self.hosts, self.secret, connectors, self.leader_port, supervisor or {}, **convention)
+        config = leader_config(
+            self.hosts, self.secret, connectors, self.leader_port, supervisor or {}, **convention
+        )
         started = Leader(self.hosts, self.tmp_path, config, index)
         self.started.append(started)
         if start:

@@ -38,7 +38,8 @@ def _result(result: Any) -> dict[str, Any] | None:
         "message": result.message,
         "data": result.data,
         "parts": {
-            name: {"status": p.status, "reason": p.reason, "message": p.message} for name, p in result.parts.items()
+            name: {"status": p.status, "reason": p.reason, "message": p.message}
+            for name, p in result.parts.items()
         },
     }
 
@@ -60,7 +61,9 @@ def main() -> int:
                     control = Control(duration=command.get("duration", 0))
                     answer["result"] = _result(runtime.run(command["op"], control=control))
                 elif kind == "begin":
-                    current = runtime.begin(command["op"], control=Control(duration=command.get("duration", 0)))
+                    current = runtime.begin(
+                        command["op"], control=Control(duration=command.get("duration", 0))
+                    )
                 elif kind == "wait":
                     answer["result"] = _result(runtime.wait(current, command.get("timeout", 10.0)))
                 elif kind == "cancel":

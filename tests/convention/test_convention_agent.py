@@ -28,7 +28,10 @@ CLOSE_BOUND = 5.0
 
 def agent_cli(*args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "servo_actors", "agent", *args], capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "servo_actors", "agent", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -42,9 +45,24 @@ def agent_cli(*args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[
         (["--listen", "localhost:1901", "--join", "127.0.0.1:1900"], "is not an IPv4 address"),
         (["--listen", "127.0.0.2:99999", "--join", "127.0.0.1:1900"], "is not a number from 1 to 65535"),
         (["--listen", "127.0.0.2", "--join", "127.0.0.1:1900"], "is not HOST:PORT"),
-        (["--listen", "127.0.0.2:1901", "--join", "127.0.0.1:1900", "--capability", "bad name"], "the name must be"),
+        (
+            ["--listen", "127.0.0.2:1901", "--join", "127.0.0.1:1900", "--capability", "bad name"],
+            "the name must be",
+        ),
         (["--listen", "127.0.0.2:1901", "--join", "127.0.0.2:1901"], "an agent joins another system"),
-        (["--listen", "127.0.0.2:1901", "--join", "127.0.0.1:1900", "--rejoin-min", "5s", "--rejoin-max", "1s"], "must not exceed"),
+        (
+            [
+                "--listen",
+                "127.0.0.2:1901",
+                "--join",
+                "127.0.0.1:1900",
+                "--rejoin-min",
+                "5s",
+                "--rejoin-max",
+                "1s",
+            ],
+            "must not exceed",
+        ),
         (["--listen", "192.0.2.199:1901", "--join", "127.0.0.1:1900"], "cannot listen on 192.0.2.199:1901"),
     ],
 )

@@ -34,15 +34,27 @@ def key_file(path: Path, content: str = "k" * 40, mode: int = 0o600) -> Path:
     ("convention", "connectors", "expected"),
     [
         (None, [PLACED], "connectors: connector(s) load have a placement, which needs supervisor.convention"),
-        ({"listen": "0.0.0.0:1900", "secret_file": "k"}, [PLACED], "supervisor.convention.listen: '0.0.0.0:1900': 0.0.0.0 would listen on every interface"),
-        ({"listen": "10.0.0.5", "secret_file": "k"}, [], "supervisor.convention.listen: '10.0.0.5' is not HOST:PORT"),
+        (
+            {"listen": "0.0.0.0:1900", "secret_file": "k"},
+            [PLACED],
+            "supervisor.convention.listen: '0.0.0.0:1900': 0.0.0.0 would listen on every interface",
+        ),
+        (
+            {"listen": "10.0.0.5", "secret_file": "k"},
+            [],
+            "supervisor.convention.listen: '10.0.0.5' is not HOST:PORT",
+        ),
         ({"listen": "10.0.0.5:1900"}, [], "supervisor.convention.secret_file: "),
         (
             {"listen": "10.0.0.5:1900", "secret_file": "k", "heartbeat": {"interval": "5s", "timeout": "5s"}},
             [],
             "supervisor.convention.heartbeat: timeout must be longer than interval",
         ),
-        ({"listen": "10.0.0.5:1900", "secret_file": "k"}, [{**PLACED, "placement": {"capability": "a b"}}], "connectors[0].placement.capability"),
+        (
+            {"listen": "10.0.0.5:1900", "secret_file": "k"},
+            [{**PLACED, "placement": {"capability": "a b"}}],
+            "connectors[0].placement.capability",
+        ),
         ({"listen": "10.0.0.5:1900", "secret_file": "k", "port": 1}, [], "supervisor.convention.port"),
     ],
 )
@@ -56,10 +68,20 @@ def test_a_bad_convention_exits_2_naming_the_key(
     assert expected in result.stderr, result.stderr
 
 
-def test_a_good_convention_is_valid_shown_and_its_secret_file_is_relative_to_the_config(run_cli, tmp_path: Path) -> None:
+def test_a_good_convention_is_valid_shown_and_its_secret_file_is_relative_to_the_config(
+    run_cli, tmp_path: Path
+) -> None:
     key_file(tmp_path / "convention.key")
-    convention = {"listen": "10.0.0.5:1900", "secret_file": "convention.key", "heartbeat": {"interval": "2s", "timeout": "8s"}}
-    path = write(tmp_path, {"convention": convention}, [SYNTHETIC, {**PLACED, "placement": {"capability": "zone", "value": "eu-1"}}])
+    convention = {
+        "listen": "10.0.0.5:1900",
+        "secret_file": "convention.key",
+        "heartbeat": {"interval": "2s", "timeout": "8s"},
+    }
+    path = write(
+        tmp_path,
+        {"convention": convention},
+        [SYNTHETIC, {**PLACED, "placement": {"capability": "zone", "value": "eu-1"}}],
+    )
     assert run_cli(["-c", str(path), "validate"]).exit_code == 0
     shown = yaml.safe_load(run_cli(["-c", str(path), "config"]).stdout)
     assert shown["supervisor"]["convention"]["secret_file"] == str(tmp_path / "convention.key")
@@ -80,14 +102,20 @@ def test_local_mode_is_untouched_by_the_convention_code(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("mode", "content", "expected"),
-    [(0o644, "k" * 40, "other users may access it"), (0o600, "short", "a key needs at least 32"), (None, "", "cannot be read")],
+    [
+        (0o644, "k" * 40, "other users may access it"),
+        (0o600, "short", "a key needs at least 32"),
+        (None, "", "cannot be read"),
+    ],
 )
 def test_an_unusable_secret_file_is_a_config_error_naming_the_key_not_the_secret(
     run_cli, tmp_path: Path, mode: int | None, content: str, expected: str
 ) -> None:
     if mode is not None:
         key_file(tmp_path / "convention.key", content, mode)
-    path = write(tmp_path, {"convention": {"listen": "127.0.0.1:1", "secret_file": "convention.key"}}, [SYNTHETIC])
+    path = write(
+        tmp_path, {"convention": {"listen": "127.0.0.1:1", "secret_file": "convention.key"}}, [SYNTHETIC]
+    )
     with pytest.raises(ConfigError) as raised:
         system_options(load_config(path))
     assert raised.value.key == "supervisor.convention.secret_file" and expected in str(raised.value)

@@ -78,7 +78,9 @@ def test_a_placed_connector_runs_on_the_member_and_answers_through_it(convention
     result = answer["result"]
     assert result["status"] == "ok", result
     metrics, notes = result["data"]["metrics"], result["data"]["annotations"]
-    assert metrics["there"]["values"][0]["data"][0][1] == 2 and metrics["here"]["values"][0]["data"][0][1] == 1
+    assert (
+        metrics["there"]["values"][0]["data"][0][1] == 2 and metrics["here"]["values"][0]["data"][0][1] == 1
+    )
     # It ran on the member: its process is one of the agent's, none of the leader's.
     assert int(notes["there.pid"]) == there["pid"]
     assert there["pid"] in agent.pids() and there["pid"] not in leader.pids()
@@ -113,7 +115,10 @@ def test_a_crash_and_a_deadline_on_the_member_restart_the_connector_there(conven
     first = placed_on(leader, "there", agent.listen)
     crash.touch()
     result = leader.ask("run", op="check")["result"]
-    assert part(result, "there")["reason"] == "connector-crashed" and "exit code 3" in part(result, "there")["message"]
+    assert (
+        part(result, "there")["reason"] == "connector-crashed"
+        and "exit code 3" in part(result, "there")["message"]
+    )
     crash.unlink()
     second = placed_on(leader, "there", agent.listen)
     assert second["restarts"] == first["restarts"] + 1 and second["pid"] != first["pid"]
@@ -127,7 +132,9 @@ def test_a_crash_and_a_deadline_on_the_member_restart_the_connector_there(conven
     assert leader.ask("run", op="measure")["result"]["status"] == "ok"
 
 
-def test_an_agent_killed_mid_measure_is_noticed_and_its_connector_comes_back_with_it(convention, tmp_path: Path) -> None:
+def test_an_agent_killed_mid_measure_is_noticed_and_its_connector_comes_back_with_it(
+    convention, tmp_path: Path
+) -> None:
     hang = tmp_path / "hang"
     agent = convention.agent("--capability", "loadgen-host")
     leader = convention.leader(connectors(hang))
@@ -148,7 +155,11 @@ def test_an_agent_killed_mid_measure_is_noticed_and_its_connector_comes_back_wit
     hang.unlink()
     wait_until(lambda: leader.status()["there"]["where"].startswith("waiting"), 10)
     result = wait_until(
-        lambda: (r := leader.ask("run", op="measure")["result"]) and part(r, "there")["reason"] == "host-unavailable" and r,
+        lambda: (
+            (r := leader.ask("run", op="measure")["result"])
+            and part(r, "there")["reason"] == "host-unavailable"
+            and r
+        ),
         10,
         interval=0.2,
     )
@@ -173,7 +184,9 @@ def test_a_cut_network_is_noticed_on_both_sides_and_healed(convention, tmp_path:
         result = leader.ask("wait", timeout=LOSS_BOUND + 5)["result"]
         assert result is not None and part(result, "there")["reason"] == "host-lost", result
         # The member, cut off from its leader, kills what it hosted for it within its timeout.
-        wait_until(lambda: not processes.is_running(before["pid"]), LOSS_BOUND, what="the member killed its host")
+        wait_until(
+            lambda: not processes.is_running(before["pid"]), LOSS_BOUND, what="the member killed its host"
+        )
         assert agent.proc.poll() is None
     finally:
         convention.hosts.restore()
@@ -187,7 +200,9 @@ def test_with_no_member_a_placed_part_is_host_unavailable_until_one_joins(conven
     leader = convention.leader(connectors(tmp_path / "hang"))  # returns once the grace is over
     assert leader.status()["there"]["where"] == "waiting for a member offering loadgen-host"
     result = leader.ask("run", op="measure")["result"]
-    assert part(result, "there")["status"] == "failed" and part(result, "there")["reason"] == "host-unavailable"
+    assert (
+        part(result, "there")["status"] == "failed" and part(result, "there")["reason"] == "host-unavailable"
+    )
     assert "servo-actors agent --capability loadgen-host" in part(result, "there")["message"]
     assert part(result, "here")["status"] == "ok"
     assert leader.status()["there"]["restarts"] == 0  # never counted against restart intensity
@@ -217,7 +232,11 @@ def test_both_sides_exit_cleanly_and_a_member_outlives_its_leader_empty(conventi
     there = placed_on(leader, "there", agent.listen)
     leader.stop()
     assert leader.proc.returncode == 0
-    wait_until(lambda: not processes.is_running(there["pid"]), 5, what="the member dropped the stopped leader's connector")
+    wait_until(
+        lambda: not processes.is_running(there["pid"]),
+        5,
+        what="the member dropped the stopped leader's connector",
+    )
     wait_until(lambda: not leader.pids(), 5, what="every process of the leader gone")
     assert agent.proc.poll() is None
     # A leader SIGKILLed: its member notices within the timeout and kills what it hosted for it.
@@ -225,12 +244,15 @@ def test_both_sides_exit_cleanly_and_a_member_outlives_its_leader_empty(conventi
     there = placed_on(second, "there", agent.listen)
     second.proc.send_signal(signal.SIGKILL)
     wait_until(lambda: not second.pids(), 5, what="the killed leader's processes gone (its lifeline)")
-    wait_until(lambda: not processes.is_running(there["pid"]), LOSS_BOUND, what="the member dropped the dead leader's connector")
+    wait_until(
+        lambda: not processes.is_running(there["pid"]),
+        LOSS_BOUND,
+        what="the member dropped the dead leader's connector",
+    )
     agent.signal(signal.SIGTERM)
     assert agent.wait() == 0
     wait_until(lambda: not agent.pids(), 5, what="every process of the agent gone")
     assert os.path.exists(agent.run_dir)
-
 
 
 def test_describe_and_check_say_where_each_connector_runs(loopback_convention, tmp_path: Path) -> None:
@@ -246,7 +268,9 @@ def test_describe_and_check_say_where_each_connector_runs(loopback_convention, t
     described = cli("describe")
     assert described.returncode == 0, described.stderr
     assert "RUNS ON" in described.stdout
-    rows = dict(line.split(None, 1) for line in described.stdout.split("RUNS ON", 1)[1].splitlines()[2:] if line)
+    rows = dict(
+        line.split(None, 1) for line in described.stdout.split("RUNS ON", 1)[1].splitlines()[2:] if line
+    )
     assert rows == {"here": "local", "there": agent.listen}
     checked = cli("check", "--json")
     assert checked.returncode == 0, checked.stderr

@@ -148,7 +148,11 @@ def test_any_interleaving_keeps_placement_consistent(steps: list[tuple[str, str,
     wants = {"a": LOAD, "b": LOAD, "c": EU}
     p = Placement(wants, timeout=5.0, grace=3.0, now=0.0)
     now = 0.0
-    offers = {"m1:1": {"loadgen-host": ""}, "m2:1": {"zone": "eu-1"}, "m3:1": {"loadgen-host": "", "zone": "eu-1"}}
+    offers = {
+        "m1:1": {"loadgen-host": ""},
+        "m2:1": {"zone": "eu-1"},
+        "m3:1": {"loadgen-host": "", "zone": "eu-1"},
+    }
     for action, member, connector, step in steps:
         now += step
         if action == "join":

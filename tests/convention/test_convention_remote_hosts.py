@@ -49,7 +49,11 @@ class Recorder:
 def world() -> tuple[RemoteHosts, Recorder]:
     recorder = Recorder()
     settings = ConventionSettings(
-        leader="10.0.0.5:1900", interval=1.0, timeout=5.0, grace=3.0, placements=(("load", Requirement("loadgen-host")),)
+        leader="10.0.0.5:1900",
+        interval=1.0,
+        timeout=5.0,
+        grace=3.0,
+        placements=(("load", Requirement("loadgen-host")),),
     )
     hosts = RemoteHosts(settings, send=recorder.send, deregister=recorder.deregister, now=0.0)
     return hosts, recorder

@@ -109,8 +109,14 @@ def test_news_of_a_replaced_generation_is_ignored() -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.sampled_from(["lost", "unplaced", "available", "ready", "cancel", "measure", "tick"]), max_size=30))
-def test_placement_events_in_any_order_never_escalate_and_every_operation_is_answered_once(steps: list[str]) -> None:
+@given(
+    st.lists(
+        st.sampled_from(["lost", "unplaced", "available", "ready", "cancel", "measure", "tick"]), max_size=30
+    )
+)
+def test_placement_events_in_any_order_never_escalate_and_every_operation_is_answered_once(
+    steps: list[str],
+) -> None:
     world = started(max_restarts=0)
     ops = []
     for step in steps:

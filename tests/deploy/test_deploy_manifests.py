@@ -20,7 +20,13 @@ CONTRACT_RULES = {
     ("apps", "deployments"): {"get", "list", "watch", "patch"},
     ("apps", "statefulsets"): {"get", "list", "watch", "patch"},
     ("apps", "replicasets"): {"get", "list", "watch"},
-    ("", "pods"): {"get", "list", "watch", "create", "delete"},  # create/delete: strategy: tuning; delete: a StatefulSet's rollback
+    ("", "pods"): {
+        "get",
+        "list",
+        "watch",
+        "create",
+        "delete",
+    },  # create/delete: strategy: tuning; delete: a StatefulSet's rollback
     ("autoscaling", "horizontalpodautoscalers"): {"get", "list", "watch", "patch"},
     ("", "events"): {"list", "watch"},
     ("metrics.k8s.io", "pods"): {"get", "list"},
@@ -81,9 +87,14 @@ def test_the_binding_gives_the_role_to_the_deployments_service_account() -> None
     objects = manifests()
     binding = objects["RoleBinding"]
     account = objects["ServiceAccount"]["metadata"]["name"]
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                                  "name": objects["Role"]["metadata"]["name"]}
-    assert [(subject["kind"], subject["name"]) for subject in binding["subjects"]] == [("ServiceAccount", account)]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": objects["Role"]["metadata"]["name"],
+    }
+    assert [(subject["kind"], subject["name"]) for subject in binding["subjects"]] == [
+        ("ServiceAccount", account)
+    ]
     kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
     assert binding["subjects"][0]["namespace"] == kustomization["namespace"]
     assert objects["Deployment"]["spec"]["template"]["spec"]["serviceAccountName"] == account
@@ -94,9 +105,14 @@ def test_the_servo_runs_non_root_read_only_and_bounded() -> None:
     container = servo_container()
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["runAsUser"] == RUN_AS
-    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                            "capabilities": {"drop": ["ALL"]}}
-    assert set(container["resources"]["requests"]) == set(container["resources"]["limits"]) == {"cpu", "memory"}
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert (
+        set(container["resources"]["requests"]) == set(container["resources"]["limits"]) == {"cpu", "memory"}
+    )
     writable = {mount["mountPath"] for mount in container["volumeMounts"] if not mount.get("readOnly")}
     assert writable == {"/tmp"}
     assert manifests()["Deployment"]["spec"]["replicas"] == 1
@@ -110,7 +126,9 @@ def test_the_container_runs_the_configured_servo_with_the_token_from_the_secret(
     assert args[-1] == "run"
     config_path = Path(args[args.index("--config") + 1])
     mounts = {mount["name"]: mount["mountPath"] for mount in container["volumeMounts"]}
-    volumes = {volume["name"]: volume for volume in objects["Deployment"]["spec"]["template"]["spec"]["volumes"]}
+    volumes = {
+        volume["name"]: volume for volume in objects["Deployment"]["spec"]["template"]["spec"]["volumes"]
+    }
     config_volume = next(name for name, volume in volumes.items() if "configMap" in volume)
     assert volumes[config_volume]["configMap"]["name"] == objects["ConfigMap"]["metadata"]["name"]
     assert Path(mounts[config_volume]) / config_path.name == config_path
@@ -138,8 +156,11 @@ def test_the_config_map_holds_a_servo_yaml_the_servo_loads(tmp_path: Path) -> No
 
 
 def test_the_dockerfile_installs_the_kubernetes_extra_and_runs_as_the_pods_user() -> None:
-    lines = [line.strip() for line in (DEPLOY / "Dockerfile").read_text().splitlines()
-             if line.strip() and not line.strip().startswith("#")]
+    lines = [
+        line.strip()
+        for line in (DEPLOY / "Dockerfile").read_text().splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
     assert lines[0] == "FROM python:3.11-slim"
     assert any('pip install ".[kubernetes]"' in line for line in lines)
     assert f"USER {RUN_AS}:{RUN_AS}" in lines

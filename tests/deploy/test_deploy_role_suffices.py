@@ -11,13 +11,17 @@ import pytest
 import yaml
 from kube_cluster import FailureMode, KubeCluster
 
-kubernetes = pytest.importorskip("servo_actors.connectors.kubernetes", reason="the kubernetes connector is not here")
+kubernetes = pytest.importorskip(
+    "servo_actors.connectors.kubernetes", reason="the kubernetes connector is not here"
+)
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
-APP_CONTAINER = {"name": "main", "image": "registry.example/web:1",
-                 "resources": {"requests": {"cpu": "500m", "memory": "512Mi"},
-                               "limits": {"cpu": "1", "memory": "1Gi"}},
-                 "env": [{"name": "GOGC", "value": "100"}]}
+APP_CONTAINER = {
+    "name": "main",
+    "image": "registry.example/web:1",
+    "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+    "env": [{"name": "GOGC", "value": "100"}],
+}
 
 
 def connector_config(cluster: KubeCluster) -> dict[str, Any]:
@@ -49,7 +53,9 @@ def test_the_connector_checks_and_adjusts_with_exactly_the_deploy_role(restricte
     assert all(result["success"] for result in results), results
     described = connector.describe()["components"]
     cpu = described["web"]["settings"]["cpu"]["value"]
-    adjusted = connector.adjust({"web": {"settings": {"cpu": {"value": cpu * 2}}}}, Control(), lambda *_: None)
+    adjusted = connector.adjust(
+        {"web": {"settings": {"cpu": {"value": cpu * 2}}}}, Control(), lambda *_: None
+    )
     assert adjusted["web"]["settings"]["cpu"]["value"] == cpu * 2
     assert restricted.get("deployment", "web")["status"]["observedGeneration"] == 2
     forbidden = [entry for entry in restricted.patch_log if entry[0] not in ("PATCH", "POST")]

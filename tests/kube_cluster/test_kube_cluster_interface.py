@@ -43,7 +43,7 @@ def socket_inodes(pid: int) -> set[str]:
         except OSError:
             continue
         if target.startswith("socket:["):
-            inodes.add(target[len("socket:["):-1])
+            inodes.add(target[len("socket:[") : -1])
     return inodes
 
 
@@ -115,7 +115,9 @@ def test_up_reuses_a_running_cluster_and_down_leaves_nothing(tmp_path: Path) -> 
         assert "reusing" in again.stderr
         assert first.pids() == pids
 
-        other_size = kube_local.run_script(["up", "--dir", str(directory), "--nodes", "3"], kube_local.UP_TIMEOUT)
+        other_size = kube_local.run_script(
+            ["up", "--dir", str(directory), "--nodes", "3"], kube_local.UP_TIMEOUT
+        )
         assert other_size.returncode == 1
         assert other_size.stderr.count("\n") == 1 and "down" in other_size.stderr, other_size.stderr
 
@@ -123,7 +125,9 @@ def test_up_reuses_a_running_cluster_and_down_leaves_nothing(tmp_path: Path) -> 
         wait_until(lambda: not alive(pids["kwok"]), KILLED_GONE_TIMEOUT, 0.05, "kwok gone")
         broken = first.status()
         assert broken.returncode == 1
-        assert [line.split()[:2] for line in broken.stdout.splitlines() if line.startswith("kwok")] == [["kwok", "stopped"]]
+        assert [line.split()[:2] for line in broken.stdout.splitlines() if line.startswith("kwok")] == [
+            ["kwok", "stopped"]
+        ]
         restarted = LocalCluster.up(directory, nodes=1)
         assert restarted.kubeconfig == first.kubeconfig
         assert not set(restarted.pids().values()) & set(pids.values())

@@ -45,8 +45,11 @@ def test_metrics_api_serves_simulated_usage_and_the_hpa_scales_on_it(
     kube_cluster: LocalCluster, kube_namespace: str
 ) -> None:
     # 200m used of 100m requested is 200 %; at a 50 % target the HPA wants 4 replicas.
-    kube_cluster.apply(kube_namespace, deployment("loaded", containers=[container(cpu="100m")], annotations=USAGE),
-                       hpa("loaded", target_percent=50, max_replicas=4))
+    kube_cluster.apply(
+        kube_namespace,
+        deployment("loaded", containers=[container(cpu="100m")], annotations=USAGE),
+        hpa("loaded", target_percent=50, max_replicas=4),
+    )
 
     def pod_metrics() -> list[dict[str, Any]]:
         answer = kube_cluster.try_get(f"/apis/metrics.k8s.io/v1beta1/namespaces/{kube_namespace}/pods")
@@ -62,20 +65,33 @@ def test_metrics_api_serves_simulated_usage_and_the_hpa_scales_on_it(
     assert cpu_millicores(node_metrics["usage"]["cpu"]) >= 200 * 0.95
 
     def rescaled() -> dict[str, Any] | None:
-        status = kube_cluster.get(f"/apis/autoscaling/v2/namespaces/{kube_namespace}/horizontalpodautoscalers/loaded")
+        status = kube_cluster.get(
+            f"/apis/autoscaling/v2/namespaces/{kube_namespace}/horizontalpodautoscalers/loaded"
+        )
         return status if status["status"].get("desiredReplicas") == 4 else None
 
     autoscaler = wait_until(rescaled, HPA_TIMEOUT, POLL, "the HPA asking for 4 replicas")
     current = autoscaler["status"]["currentMetrics"][0]["resource"]["current"]
     assert current["averageUtilization"] >= 150
+
     def replicas() -> int:
-        return kube_cluster.get(f"/apis/apps/v1/namespaces/{kube_namespace}/deployments/loaded")["spec"]["replicas"]
+        return kube_cluster.get(f"/apis/apps/v1/namespaces/{kube_namespace}/deployments/loaded")["spec"][
+            "replicas"
+        ]
 
     wait_until(lambda: replicas() == 4, HPA_TIMEOUT, POLL, "the Deployment scaled to 4 by the HPA")
 
     # Less load (new pods, through a rollout): the HPA scales down at once, since the session's
     # cluster runs with no default scale-down stabilization (kube_local.HPA_DOWNSCALE_STABILIZATION).
     lighter = {"spec": {"template": {"metadata": {"annotations": {"kwok.x-k8s.io/usage-cpu": "20m"}}}}}
-    kube_cluster.kubectl("patch", "deployment/loaded", "-n", kube_namespace, "--type=strategic",
-                         f"--patch={json.dumps(lighter)}")
-    wait_until(lambda: replicas() == 1, FIRST_METRICS_TIMEOUT + HPA_TIMEOUT, POLL, "the HPA scaling down to 1")
+    kube_cluster.kubectl(
+        "patch",
+        "deployment/loaded",
+        "-n",
+        kube_namespace,
+        "--type=strategic",
+        f"--patch={json.dumps(lighter)}",
+    )
+    wait_until(
+        lambda: replicas() == 1, FIRST_METRICS_TIMEOUT + HPA_TIMEOUT, POLL, "the HPA scaling down to 1"
+    )

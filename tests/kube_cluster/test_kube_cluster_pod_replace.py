@@ -34,8 +34,11 @@ def test_a_pod_replaced_at_once_by_the_same_name_is_never_deleted_by_kwok(
     assert record.killed == [], f"{len(record.killed)} of {CYCLES} new pods deleted by someone else"
 
     # The audit entry of kwok's last delete may land just after the watch saw the pod gone.
-    codes = wait_until(lambda: kwok_delete_codes(kube_cluster, kube_namespace, CYCLES), AUDIT_TIMEOUT,
-                       what=f"{CYCLES} deletes by kwok in the audit log")
+    codes = wait_until(
+        lambda: kwok_delete_codes(kube_cluster, kube_namespace, CYCLES),
+        AUDIT_TIMEOUT,
+        what=f"{CYCLES} deletes by kwok in the audit log",
+    )
     assert codes == [200] * CYCLES, "kwok deletes each deleted pod once, while it exists"
 
 
@@ -46,7 +49,11 @@ def kwok_delete_codes(cluster: LocalCluster, namespace: str, at_least: int) -> l
         for line in lines:
             entry = json.loads(line)
             ref = entry.get("objectRef", {})
-            if (entry.get("verb") == "delete" and ref.get("resource") == "pods"
-                    and ref.get("namespace") == namespace and entry.get("userAgent", "").startswith("kwok")):
+            if (
+                entry.get("verb") == "delete"
+                and ref.get("resource") == "pods"
+                and ref.get("namespace") == namespace
+                and entry.get("userAgent", "").startswith("kwok")
+            ):
                 codes.append(entry.get("responseStatus", {}).get("code"))
     return codes if len(codes) >= at_least else None

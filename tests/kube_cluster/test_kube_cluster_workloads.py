@@ -32,27 +32,42 @@ FAST = {SIMULATE_INTERVAL_ANNOTATION: "1s"}
 
 
 def rollout(cluster: LocalCluster, namespace: str, name: str) -> None:
-    cluster.kubectl("rollout", "status", f"deployment/{name}", "-n", namespace, f"--timeout={ROLLOUT_TIMEOUT:.0f}s",
-                    timeout=ROLLOUT_TIMEOUT + 30)
+    cluster.kubectl(
+        "rollout",
+        "status",
+        f"deployment/{name}",
+        "-n",
+        namespace,
+        f"--timeout={ROLLOUT_TIMEOUT:.0f}s",
+        timeout=ROLLOUT_TIMEOUT + 30,
+    )
 
 
-def test_a_deployment_rolls_out_through_the_real_controllers(kube_cluster: LocalCluster, kube_namespace: str) -> None:
+def test_a_deployment_rolls_out_through_the_real_controllers(
+    kube_cluster: LocalCluster, kube_namespace: str
+) -> None:
     kube_cluster.apply(kube_namespace, deployment("web", replicas=3))
     rollout(kube_cluster, kube_namespace, "web")
     running = pods(kube_cluster, kube_namespace, "web")
     assert len(running) == 3
-    assert all(p["status"]["phase"] == "Running" and condition(p, "Ready")["status"] == "True" for p in running)
+    assert all(
+        p["status"]["phase"] == "Running" and condition(p, "Ready")["status"] == "True" for p in running
+    )
     assert {p["spec"]["nodeName"] for p in running} <= {"kwok-node-0", "kwok-node-1"}
 
     kube_cluster.kubectl("set", "image", "deployment/web", "main=registry.local/app:2", "-n", kube_namespace)
     rollout(kube_cluster, kube_namespace, "web")
     sets = kube_cluster.get(f"/apis/apps/v1/namespaces/{kube_namespace}/replicasets")["items"]
-    by_image = {rs["spec"]["template"]["spec"]["containers"][0]["image"]: rs["status"].get("replicas", 0)
-                for rs in sets}
+    by_image = {
+        rs["spec"]["template"]["spec"]["containers"][0]["image"]: rs["status"].get("replicas", 0)
+        for rs in sets
+    }
     assert by_image == {"registry.local/app:1": 0, "registry.local/app:2": 3}
 
 
-def test_a_request_larger_than_any_node_is_unschedulable(kube_cluster: LocalCluster, kube_namespace: str) -> None:
+def test_a_request_larger_than_any_node_is_unschedulable(
+    kube_cluster: LocalCluster, kube_namespace: str
+) -> None:
     kube_cluster.apply(kube_namespace, deployment("huge", containers=[container(cpu="64")]))
 
     def refused() -> dict[str, Any] | None:
@@ -64,7 +79,9 @@ def test_a_request_larger_than_any_node_is_unschedulable(kube_cluster: LocalClus
     assert "Insufficient cpu" in scheduled["message"]
 
 
-def test_crash_loop_marked_by_env_fails_only_that_container(kube_cluster: LocalCluster, kube_namespace: str) -> None:
+def test_crash_loop_marked_by_env_fails_only_that_container(
+    kube_cluster: LocalCluster, kube_namespace: str
+) -> None:
     containers = [container("main", env={SIMULATE_ENV: "crash-loop"}), container("sidecar")]
     kube_cluster.apply(kube_namespace, deployment("crashy", containers=containers, annotations=FAST))
 
@@ -86,7 +103,9 @@ def test_crash_loop_marked_by_env_fails_only_that_container(kube_cluster: LocalC
 def test_image_pull_error_marked_by_annotation_alternates_with_backoff(
     kube_cluster: LocalCluster, kube_namespace: str
 ) -> None:
-    kube_cluster.apply(kube_namespace, deployment("unpulled", annotations={**FAST, SIMULATE_ANNOTATION: "image-pull-error"}))
+    kube_cluster.apply(
+        kube_namespace, deployment("unpulled", annotations={**FAST, SIMULATE_ANNOTATION: "image-pull-error"})
+    )
     seen: set[str] = set()
 
     def both_seen() -> bool:
@@ -100,9 +119,17 @@ def test_image_pull_error_marked_by_annotation_alternates_with_backoff(
     assert any(e["reason"] == "Failed" and "image-pull-error" in e["message"] for e in events)
 
 
-def test_unstable_pods_become_ready_then_lose_readiness(kube_cluster: LocalCluster, kube_namespace: str) -> None:
-    kube_cluster.apply(kube_namespace, deployment("flaky", containers=[container(env={SIMULATE_ENV: "unstable"})],
-                                                  annotations={SIMULATE_INTERVAL_ANNOTATION: "3s"}))
+def test_unstable_pods_become_ready_then_lose_readiness(
+    kube_cluster: LocalCluster, kube_namespace: str
+) -> None:
+    kube_cluster.apply(
+        kube_namespace,
+        deployment(
+            "flaky",
+            containers=[container(env={SIMULATE_ENV: "unstable"})],
+            annotations={SIMULATE_INTERVAL_ANNOTATION: "3s"},
+        ),
+    )
     ready_seen: list[str] = []
 
     def lost_readiness() -> dict[str, Any] | None:
@@ -119,19 +146,36 @@ def test_unstable_pods_become_ready_then_lose_readiness(kube_cluster: LocalClust
     assert container_status(pod)["ready"] is False
 
 
-def test_a_service_account_token_is_authorized_by_rbac(kube_cluster: LocalCluster, kube_namespace: str) -> None:
+def test_a_service_account_token_is_authorized_by_rbac(
+    kube_cluster: LocalCluster, kube_namespace: str
+) -> None:
     kube_cluster.kubectl("create", "serviceaccount", "reader", "-n", kube_namespace)
     token = kube_cluster.kubectl("create", "token", "reader", "-n", kube_namespace).stdout.strip()
     path = f"/api/v1/namespaces/{kube_namespace}/pods"
     assert kube_cluster.request("GET", path, token=token).status_code == 403
-    kube_cluster.kubectl("create", "role", "pod-reader", "--verb=list", "--resource=pods", "-n", kube_namespace)
-    kube_cluster.kubectl("create", "rolebinding", "reader", "--role=pod-reader",
-                         f"--serviceaccount={kube_namespace}:reader", "-n", kube_namespace)
-    wait_until(lambda: kube_cluster.request("GET", path, token=token).status_code == 200, STAGE_TIMEOUT, POLL,
-               "the RoleBinding taking effect")
+    kube_cluster.kubectl(
+        "create", "role", "pod-reader", "--verb=list", "--resource=pods", "-n", kube_namespace
+    )
+    kube_cluster.kubectl(
+        "create",
+        "rolebinding",
+        "reader",
+        "--role=pod-reader",
+        f"--serviceaccount={kube_namespace}:reader",
+        "-n",
+        kube_namespace,
+    )
+    wait_until(
+        lambda: kube_cluster.request("GET", path, token=token).status_code == 200,
+        STAGE_TIMEOUT,
+        POLL,
+        "the RoleBinding taking effect",
+    )
 
 
-def test_the_audit_log_has_whole_bodies_of_deployment_writes(kube_cluster: LocalCluster, kube_namespace: str) -> None:
+def test_the_audit_log_has_whole_bodies_of_deployment_writes(
+    kube_cluster: LocalCluster, kube_namespace: str
+) -> None:
     kube_cluster.apply(kube_namespace, deployment("audited"))
     kube_cluster.kubectl("scale", "deployment/audited", "--replicas=2", "-n", kube_namespace)
 

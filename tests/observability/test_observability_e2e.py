@@ -258,7 +258,9 @@ def test_healthz_is_503_while_the_optimizer_stalls_a_poll_and_200_after(servo, o
     assert proc.wait() == 0
 
 
-def test_a_connector_marked_failed_is_scraped_and_named_while_the_servo_goes_on(servo, optimizer, kit) -> None:
+def test_a_connector_marked_failed_is_scraped_and_named_while_the_servo_goes_on(
+    servo, optimizer, kit
+) -> None:
     server = optimizer(kit.scripted([{"cmd": "MEASURE", "param": {"metrics": ["x"]}}]))
     address = f"127.0.0.1:{kit.free_port()}"
     config = kit.servo_config(
@@ -273,7 +275,12 @@ def test_a_connector_marked_failed_is_scraped_and_named_while_the_servo_goes_on(
         'servo_connector_up{connector="crasher"} 0.0',
         'servo_connector_up{connector="fine"} 1.0',
     ):
-        kit.wait_until(lambda line=line: line in (text(kit.probe_or_none(address, "/metrics"))), PROBE_WAIT, 0.1, what=line)
+        kit.wait_until(
+            lambda line=line: line in (text(kit.probe_or_none(address, "/metrics"))),
+            PROBE_WAIT,
+            0.1,
+            what=line,
+        )
     # Not ready, naming it; still healthy: the loop turns, and the servo does not end the run.
     readyz = kit.wait_until(lambda: failing(kit.probe(address, "/readyz")), PROBE_WAIT, 0.1, what="503")
     assert "crasher (crash-loop)" in readyz["connectors"], readyz

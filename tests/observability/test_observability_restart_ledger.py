@@ -36,7 +36,11 @@ class Recorder:
 
 
 def child(
-    name: str, generation: int, *history: tuple[int, str], state: str = "ready", down_reason: str | None = None
+    name: str,
+    generation: int,
+    *history: tuple[int, str],
+    state: str = "ready",
+    down_reason: str | None = None,
 ) -> m.ChildStatus:
     pid = 1000 + generation if state not in ("queued", "failed") else None
     return m.ChildStatus(

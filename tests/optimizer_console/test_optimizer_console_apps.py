@@ -81,7 +81,10 @@ def test_without_an_admin_token_the_console_shows_no_token_form_and_every_abort(
             f"document.querySelector(\"{section(app)} .charts svg[data-chart='objective']\") !== null",
             PAGE_TIMEOUT,
         )
-    assert requests.get(open_server.url + "/admin/apps", timeout=HTTP_TIMEOUT).json()["admin_token_required"] is False
+    assert (
+        requests.get(open_server.url + "/admin/apps", timeout=HTTP_TIMEOUT).json()["admin_token_required"]
+        is False
+    )
     assert browser.evaluate("document.body.dataset.readonly") == "false"
     # Nothing says "read-only", and there is no token field to fill in.
     assert not visible(browser, "#admin") and not visible(browser, "#admin-token")

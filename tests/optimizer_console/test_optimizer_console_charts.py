@@ -156,7 +156,9 @@ def test_the_charts_show_objective_constraints_and_settings_without_relying_on_c
             )
             assert cells[1] == "cancelled" and cells[-1] == "cancelled", cells
         # The recommendation is named by a step that measured it.
-        assert browser.evaluate("document.querySelector('#steps tr.best td:nth-child(2)').textContent").startswith("ok")
+        assert browser.evaluate(
+            "document.querySelector('#steps tr.best td:nth-child(2)').textContent"
+        ).startswith("ok")
 
         check_the_settings_bars_as_drawn(browser, state)
 

@@ -20,7 +20,13 @@ def test_the_server_runs_the_search_and_shows_it(plan_data, tmp_path):
         page = requests.get(server.url + "/", timeout=HTTP_TIMEOUT)
         assert page.status_code == 200 and page.headers["Content-Type"].startswith("text/html")
         # One section per application is made from this template (the first one's parts get ids).
-        for element in ('class="abort', 'class="current"', 'class="steps"', 'class="best', 'class="abort-result'):
+        for element in (
+            'class="abort',
+            'class="current"',
+            'class="steps"',
+            'class="best',
+            'class="abort-result',
+        ):
             assert element in page.text
         assert "http://" not in page.text and "https://" not in page.text  # no external resources
 

@@ -17,7 +17,9 @@ def driver_state(confirmed: bool = True) -> dict:
             "settings": {"web": {**settings["web"], "cpu": 0.5, "gc": "parallel"}},
             "metrics": {"cost": 0.08, "p99_latency": 240.0},
             "confirmed": confirmed,
-            "note": "3 readings, every constraint held by 2 standard errors" if confirmed else "2 of 3 readings",
+            "note": "3 readings, every constraint held by 2 standard errors"
+            if confirmed
+            else "2 of 3 readings",
             "constraints": [
                 {
                     "constraint": "p99_latency <= 250",

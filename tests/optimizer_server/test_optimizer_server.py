@@ -172,7 +172,9 @@ def test_a_cancel_for_a_named_command_never_lands_on_the_next_and_each_cancel_is
     second = run_command(post, event, server)["cmd_uid"]
     # Pressed for the first command, which has finished: nothing is armed for the second.
     late = post(server, {"cmd_uid": first}, path="/admin/cancel").json()
-    assert late["armed"] is False and f"{first} is no longer in flight (MEASURE {second} is)" in late["message"]
+    assert (
+        late["armed"] is False and f"{first} is no longer in flight (MEASURE {second} is)" in late["message"]
+    )
     assert server.state()["cancel_armed"] is False
     armed = post(server, {"cmd_uid": second}, path="/admin/cancel").json()
     assert armed["armed"] is True and armed["cmd_uid"] == second

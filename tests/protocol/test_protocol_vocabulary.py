@@ -36,7 +36,11 @@ def _exempt(tree: ast.AST) -> set[int]:
     models' command types, checked against the vocabulary above)."""
     found = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "Literal":
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "Literal"
+        ):
             found.update(id(inner) for inner in ast.walk(node.slice))
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
@@ -56,4 +60,6 @@ def test_no_other_module_spells_the_words_out() -> None:
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and node.value in WORDS and id(node) not in exempt:
                 spelled.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {node.value!r}")
-    assert not spelled, "words of the protocol spelled out of servo_actors/vocabulary.py:\n" + "\n".join(spelled)
+    assert not spelled, "words of the protocol spelled out of servo_actors/vocabulary.py:\n" + "\n".join(
+        spelled
+    )

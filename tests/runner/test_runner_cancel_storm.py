@@ -142,7 +142,9 @@ def test_cancel_storm_under_load(servo, optimizer, kit, cpu_load, tmp_path) -> N
         # In the order the requests arrived: an abandoned progress post may be answered late.
         # The server records a post after answering it, outside its lock: wait for the result's record.
         recorded = kit.wait_until(
-            lambda uid=entry.cmd_uid: _with_result(server.state()["history"], uid), COMMAND_TIMEOUT, what="the result's record"
+            lambda uid=entry.cmd_uid: _with_result(server.state()["history"], uid),
+            COMMAND_TIMEOUT,
+            what="the result's record",
         )
         history = sorted(recorded, key=lambda e: e["at"])
         posts = [e for e in history if (e.get("param") or {}).get("cmd_uid") == entry.cmd_uid]

@@ -68,7 +68,9 @@ def test_cancel_at_random_moments(servo, optimizer, kit) -> None:
 
         # The server records a post after answering it, outside its lock: wait for the result's record.
         history = kit.wait_until(
-            lambda uid=entry.cmd_uid: _with_result(server.state()["history"], uid), COMMAND_TIMEOUT, what="the result's record"
+            lambda uid=entry.cmd_uid: _with_result(server.state()["history"], uid),
+            COMMAND_TIMEOUT,
+            what="the result's record",
         )
         posts = [e for e in history if (e.get("param") or {}).get("cmd_uid") == entry.cmd_uid]
         results = [e for e in posts if "status" in e["param"]]

@@ -29,7 +29,12 @@ def test_demo_runs_a_short_plan_with_aborts_and_leaves_nothing(kit, tmp_path) ->
     marker = uuid.uuid4().hex
     env = {**os.environ, "SERVO_ACTORS_TEST_MARK": marker}
     done = subprocess.run(
-        demo("--abort-every", "3"), capture_output=True, text=True, env=env, cwd=tmp_path, timeout=DEMO_TIMEOUT
+        demo("--abort-every", "3"),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=DEMO_TIMEOUT,
     )
     out = done.stdout + done.stderr
     assert done.returncode == 0, out

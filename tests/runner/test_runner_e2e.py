@@ -239,7 +239,11 @@ def test_restart_intensity_exceeded_marks_the_connector_failed_and_the_loop_goes
 ) -> None:
     driver = kit.QueueDriver()
     server = optimizer(driver)
-    neighbour = {"name": "other", "type": "chaos", "config": {"metrics": {"y": {"unit": "n"}}, "values": {"y": 2}}}
+    neighbour = {
+        "name": "other",
+        "type": "chaos",
+        "config": {"metrics": {"y": {"unit": "n"}}, "values": {"y": 2}},
+    }
     config = kit.servo_config(server, [probe(measure={"action": "exit", "exit_code": 3}), neighbour])
     config["supervisor"] = {
         "max_restarts": 1,

@@ -93,7 +93,9 @@ class Namespace:
         self._ip("netns", "exec", self.name, "ip", "link", "set", "lo", "up")
 
     def remove(self) -> None:
-        subprocess.run(["ip", "netns", "del", self.name], capture_output=True, timeout=IP_TIMEOUT, check=False)
+        subprocess.run(
+            ["ip", "netns", "del", self.name], capture_output=True, timeout=IP_TIMEOUT, check=False
+        )
 
     def _ip(self, *args: str) -> None:
         done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=IP_TIMEOUT, check=False)
@@ -105,13 +107,22 @@ class Namespace:
 
     def run(self, shell_text: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            self.command(shell_text), capture_output=True, text=True, cwd=cwd, env=self.env, timeout=BLOCK_TIMEOUT
+            self.command(shell_text),
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            env=self.env,
+            timeout=BLOCK_TIMEOUT,
         )
 
     def start(self, shell_text: str, cwd: Path, log: Path) -> subprocess.Popen[bytes]:
         with open(log, "w") as output:
             return subprocess.Popen(
-                self.command(f"exec {shell_text}"), stdout=output, stderr=subprocess.STDOUT, cwd=cwd, env=self.env
+                self.command(f"exec {shell_text}"),
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=self.env,
             )
 
 
@@ -167,7 +178,9 @@ def test_the_command_list_of_running_a_servo_as_written(namespace: Namespace, tm
         assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
         assert "Traceback" not in done.stderr
     plan = REPO / "config" / "plans" / "synthetic.yaml"
-    optimizer = namespace.start(f"servo-actors optimizer serve --plan {plan}", tmp_path, tmp_path / "optimizer.log")
+    optimizer = namespace.start(
+        f"servo-actors optimizer serve --plan {plan}", tmp_path, tmp_path / "optimizer.log"
+    )
     servo = namespace.start(commands[-1], tmp_path, tmp_path / "servo.log")
     try:
         deadline = time.monotonic() + POLLING_BOUND

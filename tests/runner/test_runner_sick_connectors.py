@@ -32,7 +32,9 @@ HEALTHY = {
     "config": {
         "metrics": {"y": {"unit": "n"}},
         "values": {"y": 2},
-        "components": {"web": {"settings": {"replicas": {"type": "range", "min": 1, "max": 4, "step": 1, "value": 2}}}},
+        "components": {
+            "web": {"settings": {"replicas": {"type": "range", "min": 1, "max": 4, "step": 1, "value": 2}}}
+        },
     },
 }
 
@@ -44,7 +46,9 @@ def sick(startup_fault: dict[str, Any]) -> dict[str, Any]:
         "config": {
             "metrics": {"x": {"unit": "n"}},
             "values": {"x": 1},
-            "components": {"api": {"settings": {"cpu": {"type": "range", "min": 1, "max": 4, "step": 1, "value": 1}}}},
+            "components": {
+                "api": {"settings": {"cpu": {"type": "range", "min": 1, "max": 4, "step": 1, "value": 1}}}
+            },
             "faults": {"startup": startup_fault},
         },
     }
@@ -57,7 +61,9 @@ MEASURE = {"cmd": "MEASURE", "param": {"metrics": ["x", "y"], "control": {"durat
 def adjust(component: str, setting: str, value: float) -> dict[str, Any]:
     return {
         "cmd": "ADJUST",
-        "param": {"state": {"application": {"components": {component: {"settings": {setting: {"value": value}}}}}}},
+        "param": {
+            "state": {"application": {"components": {component: {"settings": {setting: {"value": value}}}}}}
+        },
     }
 
 
@@ -164,14 +170,20 @@ def test_a_connector_hung_only_on_its_first_start(servo, optimizer, kit, tmp_pat
     description = answered(driver, DESCRIBE, proc)
     if description["status"] != "ok":
         assert_partial(description, ("start-timeout",))
+
     # Once restarted, it answers like the others: every component and metric is there again.
     def whole() -> bool:
         result = answered(driver, DESCRIBE, proc)
-        return result["status"] == "ok" and set(result["descriptor"]["application"]["components"]) == {"api", "web"}
+        return result["status"] == "ok" and set(result["descriptor"]["application"]["components"]) == {
+            "api",
+            "web",
+        }
 
     kit.wait_until(whole, FINISH_TIMEOUT, what="the restarted connector answering")
     measurement = answered(driver, MEASURE, proc)
     assert measurement["status"] == "ok" and set(measurement["metrics"]) == {"x", "y"}, measurement
     # Its restart is logged once, with its reason, at the next listing of the connectors.
-    kit.wait_until(lambda: "probe restarted (start-timeout)" in proc.log(), FINISH_TIMEOUT, what="the restart")
+    kit.wait_until(
+        lambda: "probe restarted (start-timeout)" in proc.log(), FINISH_TIMEOUT, what="the restart"
+    )
     finish(proc, server, kit)

@@ -247,7 +247,9 @@ def test_a_stop_signal_at_any_moment_of_the_first_two_seconds_ends_every_command
 
     def optimizer() -> OptimizerServer:
         # One per servo: two servos of one identity on one optimizer would be a different test.
-        server = OptimizerServer(SearchDriver.from_plan(SEARCH_PLAN), app=SEARCH_PLAN["app"], host="127.0.0.1", port=0)
+        server = OptimizerServer(
+            SearchDriver.from_plan(SEARCH_PLAN), app=SEARCH_PLAN["app"], host="127.0.0.1", port=0
+        )
         servers.append(server.start())
         return server
 

@@ -29,20 +29,24 @@ class AccessPolicy:
         if self.rules is None:
             return True
         return any(
-            _covers(rule.get("verbs"), verb) and _covers(rule.get("resources"), resource)
+            _covers(rule.get("verbs"), verb)
+            and _covers(rule.get("resources"), resource)
             and _covers(rule.get("apiGroups"), group)
             for rule in self.rules
         )
 
-    def forbidden_message(self, verb: str, resource: str, group: str, name: str | None,
-                          namespace: str | None) -> str:
+    def forbidden_message(
+        self, verb: str, resource: str, group: str, name: str | None, namespace: str | None
+    ) -> str:
         plural, _, subresource = resource.partition("/")
         qualified = f"{plural}.{group}" if group else plural
         named = f' "{name}"' if name else ""
         where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
-        return (f'{qualified}{named} is forbidden: User "{USER}" cannot {verb} resource "{plural}"'
-                + (f' subresource "{subresource}"' if subresource else "")
-                + f' in API group "{group}"{where}')
+        return (
+            f'{qualified}{named} is forbidden: User "{USER}" cannot {verb} resource "{plural}"'
+            + (f' subresource "{subresource}"' if subresource else "")
+            + f' in API group "{group}"{where}'
+        )
 
     def review(self, review: dict[str, Any]) -> dict[str, Any] | None:
         """The answer to a SelfSubjectAccessReview, or None if it names no resourceAttributes."""
@@ -58,8 +62,10 @@ class AccessPolicy:
         answer["metadata"] = dict(answer.get("metadata") or {}, creationTimestamp=None)
         answer["status"] = {"allowed": allowed}
         if allowed:
-            answer["status"]["reason"] = 'RBAC: allowed by RoleBinding "servo/default" of Role "servo" to ' \
-                                         'ServiceAccount "servo/default"'
+            answer["status"]["reason"] = (
+                'RBAC: allowed by RoleBinding "servo/default" of Role "servo" to '
+                'ServiceAccount "servo/default"'
+            )
         return answer
 
 

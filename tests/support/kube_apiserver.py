@@ -53,7 +53,9 @@ class WriteRecord:
     headers: dict[str, str]
 
 
-def failure(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> aiohttp.web.Response:
+def failure(
+    code: int, reason: str, message: str, details: dict[str, Any] | None = None
+) -> aiohttp.web.Response:
     return aiohttp.web.json_response(status_body(code, reason, message, details), status=code)
 
 
@@ -99,8 +101,11 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
             warnings.simplefilter("ignore", DeprecationWarning)
             self.resources.load_bundled()  # discovery answers as a k3s cluster's do (kinds, verbs, namespaced)
         # metrics-server is absent until set_metrics (install_metrics): its group is not discoverable either.
-        self._metrics_resources = {resource: self.resources[resource] for resource in list(self.resources)
-                                   if resource.group == METRICS_GROUP}
+        self._metrics_resources = {
+            resource: self.resources[resource]
+            for resource in list(self.resources)
+            if resource.group == METRICS_GROUP
+        }
         for resource in self._metrics_resources:
             del self.resources[resource]
 
@@ -135,7 +140,9 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
 
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
         raw = request._raw_request
-        if not self._authenticated(header(request, "Authorization"), raw.transport if raw is not None else None):
+        if not self._authenticated(
+            header(request, "Authorization"), raw.transport if raw is not None else None
+        ):
             return failure(401, "Unauthorized", "Unauthorized")
         resource = request.resource
         if request.method == "POST" and request.url.path == SSAR_PATH:
@@ -144,20 +151,30 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
             return self._serve_metrics(request)
         if resource is not None and resource.group == METRICS_GROUP and not self.usage.installed:
             return failure(404, "NotFound", "the server could not find the requested resource")
-        kind = None if resource is None else kube_objects.KINDS_BY_URL.get(
-            (resource.group, resource.version, resource.plural))
+        kind = (
+            None
+            if resource is None
+            else kube_objects.KINDS_BY_URL.get((resource.group, resource.version, resource.plural))
+        )
         if kind is None:
             return await super()._handle(request)
         if request.method in ("POST", "PUT", "PATCH", "DELETE"):
-            self.writes.append(WriteRecord(request.method, request.url.path, request.data, dict(request.headers)))
+            self.writes.append(
+                WriteRecord(request.method, request.url.path, request.data, dict(request.headers))
+            )
         subresource = request.subresource
-        if subresource not in (None, "status", "scale") or (subresource == "status" and not kind.has_status) or (
-                subresource == "scale" and kind.short not in SCALABLE):
+        if (
+            subresource not in (None, "status", "scale")
+            or (subresource == "status" and not kind.has_status)
+            or (subresource == "scale" and kind.short not in SCALABLE)
+        ):
             return failure(404, "NotFound", "the server could not find the requested resource")
         verb = self._verb(request)
         rbac_resource = f"{kind.plural}/{subresource}" if subresource else kind.plural
         if not self.access.allowed(verb, rbac_resource, kind.group):
-            message = self.access.forbidden_message(verb, rbac_resource, kind.group, request.name, request.namespace)
+            message = self.access.forbidden_message(
+                verb, rbac_resource, kind.group, request.name, request.namespace
+            )
             return failure(403, "Forbidden", message, _details(kind, request.name or ""))
         try:
             return await self._dispatch(request, kind, verb)
@@ -166,9 +183,15 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
 
     async def _dispatch(self, request: kmock.Request, kind: Kind, verb: str) -> aiohttp.web.StreamResponse:
         if verb == "watch":
-            return await kube_watch.serve_watch(self.store, request._raw_request,  # as kmock's own streaming does
-                                                kind, request.namespace, request.params,
-                                                self._selected(request, kind), self._closing)
+            return await kube_watch.serve_watch(
+                self.store,
+                request._raw_request,  # as kmock's own streaming does
+                kind,
+                request.namespace,
+                request.params,
+                self._selected(request, kind),
+                self._closing,
+            )
         if verb == "list":
             return self._serve_list(request, kind)
         if request.subresource == "scale":
@@ -182,8 +205,12 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
             return self._serve_create(request, kind)
         if verb == "delete":
             removed = self.store.remove(kind, request.namespace or "", request.name or "")
-            return aiohttp.web.json_response(removed) if removed else self._not_found(kind, request.name or "")
-        return failure(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+            return (
+                aiohttp.web.json_response(removed) if removed else self._not_found(kind, request.name or "")
+            )
+        return failure(
+            405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+        )
 
     @staticmethod
     def _verb(request: kmock.Request) -> str:
@@ -192,7 +219,8 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
                 return "watch"
             return "get" if request.name else "list"
         return {"PATCH": "patch", "PUT": "update", "POST": "create", "DELETE": "delete"}.get(
-            request.method, request.method.lower())
+            request.method, request.method.lower()
+        )
 
     def _not_found(self, kind: Kind, name: str) -> aiohttp.web.Response:
         return failure(404, "NotFound", f'{kind.qualified} "{name}" not found', _details(kind, name))
@@ -203,7 +231,11 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
         name = request.name
 
         def selected(obj: dict[str, Any]) -> bool:
-            return (name is None or obj.get("metadata", {}).get("name") == name) and by_label(obj) and by_field(obj)
+            return (
+                (name is None or obj.get("metadata", {}).get("name") == name)
+                and by_label(obj)
+                and by_field(obj)
+            )
 
         return selected
 
@@ -225,32 +257,42 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
             token = json.dumps({"start": start + limit, "rv": self.store.revision}).encode()
             metadata["continue"] = base64.urlsafe_b64encode(token).decode()
             metadata["remainingItemCount"] = len(items) - start - limit
-            items = items[start:start + limit]
+            items = items[start : start + limit]
         else:
             items = items[start:]
-        return aiohttp.web.json_response({"apiVersion": kind.api_version, "kind": f"{kind.kind}List",
-                                          "metadata": metadata, "items": items})
+        return aiohttp.web.json_response(
+            {"apiVersion": kind.api_version, "kind": f"{kind.kind}List", "metadata": metadata, "items": items}
+        )
 
     def _serve_metrics(self, request: kmock.Request) -> aiohttp.web.Response:
         resource = request.resource
         absent = failure(404, "NotFound", "the server could not find the requested resource")
-        if not self.usage.installed or resource is None or (resource.version, resource.plural) != ("v1beta1", "pods"):
+        if (
+            not self.usage.installed
+            or resource is None
+            or (resource.version, resource.plural) != ("v1beta1", "pods")
+        ):
             return absent
         verb = "get" if request.name else "list"
         if not self.access.allowed(verb, "pods", METRICS_GROUP):
-            return failure(403, "Forbidden", self.access.forbidden_message(verb, "pods", METRICS_GROUP, request.name,
-                                                                           request.namespace))
+            return failure(
+                403,
+                "Forbidden",
+                self.access.forbidden_message(verb, "pods", METRICS_GROUP, request.name, request.namespace),
+            )
         try:
-            items = self.usage.pod_metrics(self.store, request.namespace,
-                                           self._selected(request, kube_objects.KINDS["pod"]))
+            items = self.usage.pod_metrics(
+                self.store, request.namespace, self._selected(request, kube_objects.KINDS["pod"])
+            )
         except kube_selectors.SelectorError as exc:
             return failure(400, "BadRequest", str(exc))
         if request.name:
             if not items:
                 return failure(404, "NotFound", f'podmetrics.metrics.k8s.io "{request.name}" not found')
             return aiohttp.web.json_response(items[0])
-        return aiohttp.web.json_response({"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1",
-                                          "metadata": {}, "items": items})
+        return aiohttp.web.json_response(
+            {"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "metadata": {}, "items": items}
+        )
 
     def _serve_namespace(self, method: str, name: str | None) -> aiohttp.web.Response:
         """Namespaces (read only): the built-in ones and every one holding an object."""
@@ -258,27 +300,48 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
         if method != "GET":
             return failure(405, "MethodNotAllowed", "the emulated cluster's namespaces are read only")
         if not self.access.allowed(verb, "namespaces", ""):
-            return failure(403, "Forbidden", self.access.forbidden_message(verb, "namespaces", "", name, None))
-        names = sorted(set(BUILTIN_NAMESPACES) | {ns for (_, ns, _), obj in self.objects.items()
-                                                   if ns and not obj.deleted})
-        items = [{"apiVersion": "v1", "kind": "Namespace",
-                  "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
-                  "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}} for ns in names]
+            return failure(
+                403, "Forbidden", self.access.forbidden_message(verb, "namespaces", "", name, None)
+            )
+        names = sorted(
+            set(BUILTIN_NAMESPACES)
+            | {ns for (_, ns, _), obj in self.objects.items() if ns and not obj.deleted}
+        )
+        items = [
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
+                "spec": {"finalizers": ["kubernetes"]},
+                "status": {"phase": "Active"},
+            }
+            for ns in names
+        ]
         if name is None:
-            return aiohttp.web.json_response({"apiVersion": "v1", "kind": "NamespaceList",
-                                              "metadata": {"resourceVersion": str(self.store.revision)},
-                                              "items": items})
+            return aiohttp.web.json_response(
+                {
+                    "apiVersion": "v1",
+                    "kind": "NamespaceList",
+                    "metadata": {"resourceVersion": str(self.store.revision)},
+                    "items": items,
+                }
+            )
         found = next((item for item in items if item["metadata"]["name"] == name), None)
         if found is None:
-            return failure(404, "NotFound", f'namespaces "{name}" not found',
-                           {"name": name, "kind": "namespaces"})
+            return failure(
+                404, "NotFound", f'namespaces "{name}" not found', {"name": name, "kind": "namespaces"}
+            )
         return aiohttp.web.json_response(found)
 
     def _review_access(self, request: kmock.Request) -> aiohttp.web.Response:
         answer = self.access.review(request.data if isinstance(request.data, dict) else {})
         if answer is None:
-            return failure(422, "Invalid", "SelfSubjectAccessReview.authorization.k8s.io is invalid: spec: "
-                                           "Invalid value: resourceAttributes or nonResourceAttributes is required")
+            return failure(
+                422,
+                "Invalid",
+                "SelfSubjectAccessReview.authorization.k8s.io is invalid: spec: "
+                "Invalid value: resourceAttributes or nonResourceAttributes is required",
+            )
         return aiohttp.web.json_response(answer, status=201)
 
     # ---- writes -----------------------------------------------------------------------------------
@@ -289,8 +352,9 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
         except ValueError as exc:
             return None, failure(400, "BadRequest", f"the body of the request is not valid JSON: {exc}")
 
-    def _patched(self, request: kmock.Request, kind: Kind, current: dict[str, Any],
-                 body: Any) -> tuple[dict[str, Any] | None, aiohttp.web.Response | None]:
+    def _patched(
+        self, request: kmock.Request, kind: Kind, current: dict[str, Any], body: Any
+    ) -> tuple[dict[str, Any] | None, aiohttp.web.Response | None]:
         """The object after the request's PATCH or PUT body, or the refusal."""
         name = current["metadata"]["name"]
         if request.method == "PUT":
@@ -299,24 +363,36 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
             return copy.deepcopy(body), None
         content_type = header(request, "Content-Type").split(";", 1)[0].strip().lower()
         if content_type == kube_patching.APPLY_PATCH:
-            return None, failure(415, "UnsupportedMediaType",
-                                 "server-side apply (application/apply-patch+yaml) is not emulated: field ownership "
-                                 "and its conflicts would be silently wrong; use a strategic merge patch")
+            return None, failure(
+                415,
+                "UnsupportedMediaType",
+                "server-side apply (application/apply-patch+yaml) is not emulated: field ownership "
+                "and its conflicts would be silently wrong; use a strategic merge patch",
+            )
         try:
             return kube_patching.apply_patch(content_type, current, body), None
         except kube_patching.PatchError as exc:
-            return None, failure(422, "Invalid", f'{kind.kind} "{name}" is invalid: {exc}', _details(kind, name))
+            return None, failure(
+                422, "Invalid", f'{kind.kind} "{name}" is invalid: {exc}', _details(kind, name)
+            )
         except ValueError:
-            return None, failure(415, "UnsupportedMediaType",
-                                 "the body of the request was in an unknown format - accepted media types include: "
-                                 + ", ".join(kube_patching.ACCEPTED_PATCH_TYPES))
+            return None, failure(
+                415,
+                "UnsupportedMediaType",
+                "the body of the request was in an unknown format - accepted media types include: "
+                + ", ".join(kube_patching.ACCEPTED_PATCH_TYPES),
+            )
 
-    def _conflict(self, kind: Kind, namespace: str, name: str, current: dict[str, Any],
-                  wanted_version: str | None) -> aiohttp.web.Response | None:
-        refusal = failure(409, "Conflict",
-                          f'Operation cannot be fulfilled on {kind.qualified} "{name}": the object has been '
-                          f"modified; please apply your changes to the latest version and try again",
-                          _details(kind, name))
+    def _conflict(
+        self, kind: Kind, namespace: str, name: str, current: dict[str, Any], wanted_version: str | None
+    ) -> aiohttp.web.Response | None:
+        refusal = failure(
+            409,
+            "Conflict",
+            f'Operation cannot be fulfilled on {kind.qualified} "{name}": the object has been '
+            f"modified; please apply your changes to the latest version and try again",
+            _details(kind, name),
+        )
         key = (kind.short, namespace, name)
         if self.conflicts.get(key, 0) > 0:
             self.conflicts[key] -= 1
@@ -325,7 +401,9 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
             return refusal
         return None
 
-    def _invalid(self, kind: Kind, obj: dict[str, Any], old: dict[str, Any] | None) -> aiohttp.web.Response | None:
+    def _invalid(
+        self, kind: Kind, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> aiohttp.web.Response | None:
         problems = kube_validation.normalize_and_validate(kind, obj, old)
         if not problems:
             return None
@@ -333,9 +411,13 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
         message = kube_validation.message(kind, name, problems)
         if any(problem.bad_request for problem in problems):
             return failure(400, "BadRequest", message)
-        details = _details(kind, name) | {"kind": kind.kind, "causes": [
-            {"reason": "FieldValueInvalid", "message": problem.message, "field": problem.field}
-            for problem in problems]}
+        details = _details(kind, name) | {
+            "kind": kind.kind,
+            "causes": [
+                {"reason": "FieldValueInvalid", "message": problem.message, "field": problem.field}
+                for problem in problems
+            ],
+        }
         return failure(422, "Invalid", message, details)
 
     def _serve_write(self, request: kmock.Request, kind: Kind) -> aiohttp.web.Response:
@@ -356,8 +438,12 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
         if refusal is not None:
             return refusal
         if updated["metadata"].get("name") not in (None, name):
-            return failure(400, "BadRequest", f'the name of the object ({updated["metadata"]["name"]}) does not '
-                                              f"match the name on the URL ({name})")
+            return failure(
+                400,
+                "BadRequest",
+                f"the name of the object ({updated['metadata']['name']}) does not "
+                f"match the name on the URL ({name})",
+            )
         updated["metadata"]["name"], updated["metadata"]["namespace"] = name, namespace
         if kind.has_status:
             # With a status subresource, writes to the object ignore status and /status takes only status.
@@ -384,7 +470,9 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
         if verb == "get":
             return aiohttp.web.json_response(scale)
         if verb not in ("patch", "update"):
-            return failure(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+            return failure(
+                405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+            )
         body, refusal = self._body(request)
         if refusal is not None:
             return refusal
@@ -415,8 +503,12 @@ class EmulatedApiServer(kmock.KubernetesEmulator):
         if not meta.get("name"):
             return failure(422, "Invalid", f"{kind.kind} is invalid: metadata.name: Required value")
         if self.store.get(kind, meta["namespace"], meta["name"]) is not None:
-            return failure(409, "AlreadyExists", f'{kind.qualified} "{meta["name"]}" already exists',
-                           _details(kind, meta["name"]))
+            return failure(
+                409,
+                "AlreadyExists",
+                f'{kind.qualified} "{meta["name"]}" already exists',
+                _details(kind, meta["name"]),
+            )
         refusal = self._invalid(kind, body, None)
         if refusal is not None:
             return refusal
@@ -431,8 +523,12 @@ def _scale_of(obj: dict[str, Any]) -> dict[str, Any]:
     return {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
-        "metadata": {key: meta[key] for key in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")},
+        "metadata": {
+            key: meta[key] for key in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+        },
         "spec": {"replicas": obj["spec"].get("replicas", 1)},
-        "status": {"replicas": obj.get("status", {}).get("replicas", 0),
-                   "selector": ",".join(f"{key}={value}" for key, value in sorted(labels.items()))},
+        "status": {
+            "replicas": obj.get("status", {}).get("replicas", 0),
+            "selector": ",".join(f"{key}={value}" for key, value in sorted(labels.items())),
+        },
     }

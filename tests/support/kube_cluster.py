@@ -54,8 +54,13 @@ CONTROLLER_STOP_TIMEOUT = 10.0
 class KubeCluster:
     """One emulated cluster; see the module docstring and KUBE_CONTRACT.md."""
 
-    def __init__(self, directory: Path, watch_history: int = WATCH_HISTORY, tls: bool = False,
-                 client_cert: bool = False) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        watch_history: int = WATCH_HISTORY,
+        tls: bool = False,
+        client_cert: bool = False,
+    ) -> None:
         self._server = EmulatedApiServer(token=TOKEN, watch_history=watch_history)
         self.pki = kube_tls.make_pki(Path(directory) / "pki") if tls or client_cert else None
         self.client_cert = client_cert
@@ -66,8 +71,9 @@ class KubeCluster:
         self.kubeconfig = Path(directory) / "kubeconfig"
 
     @classmethod
-    def start(cls, directory: Path, watch_history: int = WATCH_HISTORY, tls: bool = False,
-              client_cert: bool = False) -> KubeCluster:
+    def start(
+        cls, directory: Path, watch_history: int = WATCH_HISTORY, tls: bool = False, client_cert: bool = False
+    ) -> KubeCluster:
         """Start the API server on a free loopback port and write the kubeconfig into ``directory``.
 
         ``watch_history``: how many changes a watch can resume across before it gets 410 Gone.
@@ -94,14 +100,18 @@ class KubeCluster:
         if self.pki is not None:
             cluster["certificate-authority-data"] = self.pki.data(self.pki.ca_cert)
         if self.pki is not None and self.client_cert:
-            user = {"client-certificate-data": self.pki.data(self.pki.client_cert),
-                    "client-key-data": self.pki.data(self.pki.client_key)}
+            user = {
+                "client-certificate-data": self.pki.data(self.pki.client_cert),
+                "client-key-data": self.pki.data(self.pki.client_key),
+            }
         config = {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": CONTEXT, "cluster": cluster}],
             "users": [{"name": CONTEXT, "user": user}],
-            "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT, "namespace": "default"}}],
+            "contexts": [
+                {"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT, "namespace": "default"}}
+            ],
             "current-context": CONTEXT,
         }
         self.kubeconfig.parent.mkdir(parents=True, exist_ok=True)
@@ -109,8 +119,14 @@ class KubeCluster:
 
     # ---- objects ------------------------------------------------------------------------------------
 
-    def add_deployment(self, name: str, namespace: str = "default", containers: list[dict[str, Any]] | None = None,
-                       replicas: int = 2, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    def add_deployment(
+        self,
+        name: str,
+        namespace: str = "default",
+        containers: list[dict[str, Any]] | None = None,
+        replicas: int = 2,
+        labels: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
         """A Deployment already rolled out (revision 1, ``replicas`` ready pods); returns it as stored."""
         containers = containers or [{"name": "main", "image": "nginx:1.25"}]
         deployment = kube_objects.deployment(name, namespace, containers, replicas, labels)
@@ -126,11 +142,19 @@ class KubeCluster:
 
         return self._host.call(create)
 
-    def add_hpa(self, name: str, target_deployment: str, namespace: str = "default", min_replicas: int = 1,
-                max_replicas: int = 5, target_cpu_utilization: int = 70) -> dict[str, Any]:
+    def add_hpa(
+        self,
+        name: str,
+        target_deployment: str,
+        namespace: str = "default",
+        min_replicas: int = 1,
+        max_replicas: int = 5,
+        target_cpu_utilization: int = 70,
+    ) -> dict[str, Any]:
         """An autoscaling/v2 HPA on ``target_deployment``; the HPA controller then owns its spec.replicas."""
-        hpa = kube_objects.hpa(name, namespace, target_deployment, min_replicas, max_replicas,
-                               target_cpu_utilization)
+        hpa = kube_objects.hpa(
+            name, namespace, target_deployment, min_replicas, max_replicas, target_cpu_utilization
+        )
         self._check(kube_objects.KINDS["hpa"], hpa)
         return self._host.call(self._server.store.commit, kube_objects.KINDS["hpa"], hpa)
 
@@ -154,19 +178,27 @@ class KubeCluster:
 
     def pods(self, deployment: str, namespace: str = "default") -> list[dict[str, Any]]:
         """The pods of a Deployment's ReplicaSets, Terminating ones (metadata.deletionTimestamp) included."""
-        return [pod for pod in self.list("pod", namespace) if pod["metadata"]["name"].startswith(f"{deployment}-")]
+        return [
+            pod for pod in self.list("pod", namespace) if pod["metadata"]["name"].startswith(f"{deployment}-")
+        ]
 
     @property
     def patch_log(self) -> list[tuple[str, str, Any, dict[str, str]]]:
         """(method, path, body, headers) of every write received over HTTP, oldest first: refused ones
         (409, 403, 415, 422) too, so a test sees the retries."""
-        return [(write.method, write.path, copy.deepcopy(write.body), dict(write.headers))
-                for write in self._host.call(list, self._server.writes)]
+        return [
+            (write.method, write.path, copy.deepcopy(write.body), dict(write.headers))
+            for write in self._host.call(list, self._server.writes)
+        ]
 
     # ---- controllers --------------------------------------------------------------------------------
 
-    def controller(self, mode: FailureMode = FailureMode.HEALTHY, rollout_seconds: float = 0.2,
-                   on: Iterable[str] | None = None) -> None:
+    def controller(
+        self,
+        mode: FailureMode = FailureMode.HEALTHY,
+        rollout_seconds: float = 0.2,
+        on: Iterable[str] | None = None,
+    ) -> None:
         """Start (or reconfigure) the controllers; ``on`` limits the Deployment controller to those names."""
 
         def configure() -> None:
@@ -242,8 +274,9 @@ class KubeCluster:
         if self._thread is not None:
             self._thread.wake()
 
-    def set_metrics(self, pod_or_deployment: str, cpu: str = "250m", memory: str = "300Mi",
-                    namespace: str = "default") -> None:
+    def set_metrics(
+        self, pod_or_deployment: str, cpu: str = "250m", memory: str = "300Mi", namespace: str = "default"
+    ) -> None:
         """metrics.k8s.io usage for a pod or every pod of a Deployment; until called, the API is absent (404)."""
 
         def install_and_set() -> None:

@@ -143,7 +143,9 @@ class Controllers:
         owned = [clone(rs) for rs in self.store.peek(REPLICASET, namespace) if owned_by(rs, deployment)]
         pod_hash = kube_objects.template_hash(deployment["spec"]["template"])
         newest = max((_revision(rs) for rs in owned), default=0)
-        new = next((rs for rs in owned if rs["metadata"]["labels"].get("pod-template-hash") == pod_hash), None)
+        new = next(
+            (rs for rs in owned if rs["metadata"]["labels"].get("pod-template-hash") == pod_hash), None
+        )
         progress: tuple[str, str] | None = None
         if deployment["spec"].get("paused") and not instant:
             return self._sync_paused(deployment, owned, new, now)
@@ -177,8 +179,9 @@ class Controllers:
         wrote |= self._write_deployment_status(deployment, new, old, pods, progress, now)
         return wrote
 
-    def _sync_paused(self, deployment: dict[str, Any], owned: list[dict[str, Any]], new: dict[str, Any] | None,
-                     now: float) -> bool:
+    def _sync_paused(
+        self, deployment: dict[str, Any], owned: list[dict[str, Any]], new: dict[str, Any] | None, now: float
+    ) -> bool:
         """A paused Deployment: no rollout of a changed template, its ReplicaSets and pods kept as they are."""
         self.memory.paused[deployment["metadata"]["uid"]] = True
         if not owned:
@@ -194,7 +197,10 @@ class Controllers:
             pods[""] = []  # nothing runs the new template yet: updatedReplicas 0
             current = dict(current, metadata=dict(current["metadata"], uid=""))
         old = [rs for rs in owned if rs["metadata"]["uid"] != current["metadata"]["uid"]]
-        return self._write_deployment_status(deployment, current, old, pods, ("DeploymentPaused", ""), now) or wrote
+        return (
+            self._write_deployment_status(deployment, current, old, pods, ("DeploymentPaused", ""), now)
+            or wrote
+        )
 
     def _scale(self, deployment: dict[str, Any], new: dict[str, Any], old: list[dict[str, Any]]) -> bool:
         replicas = deployment["spec"].get("replicas", 1)
@@ -234,14 +240,25 @@ class Controllers:
 
     def _pods_of(self, rs: dict[str, Any]) -> list[dict[str, Any]]:
         """The ReplicaSet's active pods (Terminating ones no longer count, as in the controller)."""
-        return [pod for pod in self.store.peek(POD, rs["metadata"]["namespace"])
-                if owned_by(pod, rs) and not pod["metadata"].get("deletionTimestamp")]
+        return [
+            pod
+            for pod in self.store.peek(POD, rs["metadata"]["namespace"])
+            if owned_by(pod, rs) and not pod["metadata"].get("deletionTimestamp")
+        ]
 
-    def _write_deployment_status(self, deployment: dict[str, Any], new: dict[str, Any], old: list[dict[str, Any]],
-                                 pods: dict[str, list[dict[str, Any]]], progress: tuple[str, str] | None,
-                                 now: float) -> bool:
-        deployment = self.store.get(DEPLOYMENT, deployment["metadata"]["namespace"],
-                                            deployment["metadata"]["name"]) or deployment
+    def _write_deployment_status(
+        self,
+        deployment: dict[str, Any],
+        new: dict[str, Any],
+        old: list[dict[str, Any]],
+        pods: dict[str, list[dict[str, Any]]],
+        progress: tuple[str, str] | None,
+        now: float,
+    ) -> bool:
+        deployment = (
+            self.store.get(DEPLOYMENT, deployment["metadata"]["namespace"], deployment["metadata"]["name"])
+            or deployment
+        )
         replicas = deployment["spec"].get("replicas", 1)
         _, unavailable = rolling_limits(deployment, replicas)
         new_pods = pods[new["metadata"]["uid"]]
@@ -250,12 +267,19 @@ class Controllers:
         updated = len(new_pods)
         new_name = new["metadata"]["name"]
         previous = {cond["type"]: cond for cond in deployment.get("status", {}).get("conditions", [])}
-        complete = updated == replicas and len(every) == replicas and ready == replicas and all(
-            is_ready(pod) for pod in new_pods)
+        complete = (
+            updated == replicas
+            and len(every) == replicas
+            and ready == replicas
+            and all(is_ready(pod) for pod in new_pods)
+        )
         mode = self.memory.modes.get(new["metadata"]["uid"], FailureMode.HEALTHY)
         started = self.memory.rollout_started.get(deployment["metadata"]["uid"], now)
-        timed_out = (mode is FailureMode.PROGRESS_DEADLINE and not complete
-                     and now - started >= PROGRESS_DEADLINE_PERIODS * self.rollout_seconds)
+        timed_out = (
+            mode is FailureMode.PROGRESS_DEADLINE
+            and not complete
+            and now - started >= PROGRESS_DEADLINE_PERIODS * self.rollout_seconds
+        )
         uid = deployment["metadata"]["uid"]
         counts = (updated, ready, len(every))
         if progress is not None or self.memory.counts.get(uid) != counts:
@@ -271,39 +295,79 @@ class Controllers:
                 self._due_at(now + self.rollout_seconds)  # the first restart, one period after completion
         # The real controller leaves a completed rollout's condition alone while every pod runs the
         # new template, even when readiness comes and goes (progress.go, isCompleteDeployment).
-        settled = (progress is None and old_progress is not None and len(every) == updated
-                   and old_progress.get("reason") == "NewReplicaSetAvailable")
+        settled = (
+            progress is None
+            and old_progress is not None
+            and len(every) == updated
+            and old_progress.get("reason") == "NewReplicaSetAvailable"
+        )
         progressing: tuple[bool | None, str, str]
         if progress is not None and progress[0] == "DeploymentPaused":
             progressing = (None, "DeploymentPaused", "Deployment is paused")
         elif complete or settled:
-            progressing = (True, "NewReplicaSetAvailable", f'ReplicaSet "{new_name}" has successfully progressed.')
-        elif timed_out or (old_progress and old_progress.get("reason") == "ProgressDeadlineExceeded" and not progress):
-            progressing = (False, "ProgressDeadlineExceeded", f'ReplicaSet "{new_name}" has timed out progressing.')
+            progressing = (
+                True,
+                "NewReplicaSetAvailable",
+                f'ReplicaSet "{new_name}" has successfully progressed.',
+            )
+        elif timed_out or (
+            old_progress and old_progress.get("reason") == "ProgressDeadlineExceeded" and not progress
+        ):
+            progressing = (
+                False,
+                "ProgressDeadlineExceeded",
+                f'ReplicaSet "{new_name}" has timed out progressing.',
+            )
         elif progress is not None and progress[0] == "DeploymentResumed":
             progressing = (None, *progress)
         elif progress is not None:
             progressing = (True, *progress)
-        elif old_progress and old_progress.get("reason") in ("NewReplicaSetCreated", "FoundNewReplicaSet") and \
-                deployment.get("status", {}).get("updatedReplicas") == updated:
+        elif (
+            old_progress
+            and old_progress.get("reason") in ("NewReplicaSetCreated", "FoundNewReplicaSet")
+            and deployment.get("status", {}).get("updatedReplicas") == updated
+        ):
             progressing = (True, old_progress["reason"], old_progress.get("message", ""))
         else:
             progressing = (True, "ReplicaSetUpdated", f'ReplicaSet "{new_name}" is progressing.')
         available = ready >= replicas - unavailable
         conditions = [
-            kube_objects.condition("Available", available,
-                                   "MinimumReplicasAvailable" if available else "MinimumReplicasUnavailable",
-                                   "Deployment has minimum availability." if available
-                                   else "Deployment does not have minimum availability.", previous.get("Available")),
-            kube_objects.condition("Progressing", progressing[0], progressing[1], progressing[2],
-                                   previous.get("Progressing")),
+            kube_objects.condition(
+                "Available",
+                available,
+                "MinimumReplicasAvailable" if available else "MinimumReplicasUnavailable",
+                "Deployment has minimum availability."
+                if available
+                else "Deployment does not have minimum availability.",
+                previous.get("Available"),
+            ),
+            kube_objects.condition(
+                "Progressing", progressing[0], progressing[1], progressing[2], previous.get("Progressing")
+            ),
         ]
-        failed = next((cond for rs in [new, *old] for cond in
-                       (self.store.get(REPLICASET, rs["metadata"]["namespace"], rs["metadata"]["name"])
-                        or rs).get("status", {}).get("conditions", []) if cond["type"] == "ReplicaFailure"), None)
+        failed = next(
+            (
+                cond
+                for rs in [new, *old]
+                for cond in (
+                    self.store.get(REPLICASET, rs["metadata"]["namespace"], rs["metadata"]["name"]) or rs
+                )
+                .get("status", {})
+                .get("conditions", [])
+                if cond["type"] == "ReplicaFailure"
+            ),
+            None,
+        )
         if failed is not None:
-            conditions.append(kube_objects.condition("ReplicaFailure", True, failed.get("reason"),
-                                                     failed.get("message"), previous.get("ReplicaFailure")))
+            conditions.append(
+                kube_objects.condition(
+                    "ReplicaFailure",
+                    True,
+                    failed.get("reason"),
+                    failed.get("message"),
+                    previous.get("ReplicaFailure"),
+                )
+            )
         status: dict[str, Any] = {
             "observedGeneration": deployment["metadata"].get("generation", 1),
             "replicas": len(every),
@@ -336,25 +400,40 @@ class Controllers:
         wrote = False
         failure = None
         while len(pods) > wanted:
-            victim = min(pods, key=lambda pod: (is_ready(pod), -self.memory.born.get(pod["metadata"]["uid"], 0)))
+            victim = min(
+                pods, key=lambda pod: (is_ready(pod), -self.memory.born.get(pod["metadata"]["uid"], 0))
+            )
             pods.remove(victim)
             self._terminate(clone(victim), now)
-            self.store.record_event(rs, "SuccessfulDelete", f"Deleted pod: {victim['metadata']['name']}", False,
-                                     "replicaset-controller")
+            self.store.record_event(
+                rs,
+                "SuccessfulDelete",
+                f"Deleted pod: {victim['metadata']['name']}",
+                False,
+                "replicaset-controller",
+            )
             wrote = True
         if len(pods) < wanted and mode is FailureMode.REPLICA_FAILURE:
-            failure = (f'pods "{rs["metadata"]["name"]}-" is forbidden: exceeded quota: compute-resources, '
-                       f"requested: limits.cpu=2, used: limits.cpu=3, limited: limits.cpu=4")
+            failure = (
+                f'pods "{rs["metadata"]["name"]}-" is forbidden: exceeded quota: compute-resources, '
+                f"requested: limits.cpu=2, used: limits.cpu=3, limited: limits.cpu=4"
+            )
             previous_conditions = rs.get("status", {}).get("conditions", [])
             if not previous_conditions:
-                self.store.record_event(rs, "FailedCreate", f"Error creating: {failure}", True,
-                                         "replicaset-controller")
+                self.store.record_event(
+                    rs, "FailedCreate", f"Error creating: {failure}", True, "replicaset-controller"
+                )
         while len(pods) < wanted and failure is None:
             self.memory.serial += 1
             pod = self.store.commit(POD, kube_objects.pod(rs, self.memory.serial))
             self.memory.born[pod["metadata"]["uid"]] = SEEDED if self._instant else now
-            self.store.record_event(rs, "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}", False,
-                                     "replicaset-controller")
+            self.store.record_event(
+                rs,
+                "SuccessfulCreate",
+                f"Created pod: {pod['metadata']['name']}",
+                False,
+                "replicaset-controller",
+            )
             pods.append(pod)
             wrote = True
         for index, pod in enumerate(pods):
@@ -380,16 +459,23 @@ class Controllers:
             if change is not None:
                 self._due_at(now + change)
         ready = sum(1 for pod in pods if is_ready(pod))
-        status: dict[str, Any] = {"replicas": len(pods), "fullyLabeledReplicas": len(pods), "readyReplicas": ready,
-                                  "availableReplicas": ready,
-                                  "observedGeneration": rs["metadata"].get("generation", 1)}
+        status: dict[str, Any] = {
+            "replicas": len(pods),
+            "fullyLabeledReplicas": len(pods),
+            "readyReplicas": ready,
+            "availableReplicas": ready,
+            "observedGeneration": rs["metadata"].get("generation", 1),
+        }
         for key in ("fullyLabeledReplicas", "readyReplicas", "availableReplicas"):
             if status[key] == 0:
                 del status[key]
         if failure is not None:
             previous = next((cond for cond in rs.get("status", {}).get("conditions", [])), None)
-            status["conditions"] = [kube_objects.condition("ReplicaFailure", True, "FailedCreate", failure,
-                                                           previous, workload=False)]
+            status["conditions"] = [
+                kube_objects.condition(
+                    "ReplicaFailure", True, "FailedCreate", failure, previous, workload=False
+                )
+            ]
             status["conditions"][0].pop("lastProbeTime")
         if status != rs.get("status"):
             rs["status"] = status
@@ -402,7 +488,9 @@ class Controllers:
         (deletionTimestamp set) for one rollout period while it stops; one without (pending, image
         pull or crash loop back-off) has nothing to stop and goes at once."""
         meta = pod["metadata"]
-        running = any("running" in status.get("state", {}) for status in pod["status"].get("containerStatuses", []))
+        running = any(
+            "running" in status.get("state", {}) for status in pod["status"].get("containerStatuses", [])
+        )
         if self._instant or not running:
             self.store.remove(POD, meta["namespace"], meta["name"])
             return
@@ -411,7 +499,9 @@ class Controllers:
         self.store.commit(POD, pod)
         self.memory.terminating[meta["uid"]] = now
         for container in pod["spec"].get("containers", []):
-            self.store.record_event(pod, "Killing", f"Stopping container {container['name']}", False, "kubelet")
+            self.store.record_event(
+                pod, "Killing", f"Stopping container {container['name']}", False, "kubelet"
+            )
 
     def _finish_terminations(self, now: float) -> None:
         for pod in self.store.peek(POD):
@@ -429,8 +519,9 @@ class Controllers:
 
     def _collect_orphans(self) -> None:
         """The garbage collector: ReplicaSets of deleted Deployments and pods of deleted ReplicaSets go."""
-        owners = {obj["metadata"]["uid"] for kind in (DEPLOYMENT, REPLICASET)
-                  for obj in self.store.peek(kind)}
+        owners = {
+            obj["metadata"]["uid"] for kind in (DEPLOYMENT, REPLICASET) for obj in self.store.peek(kind)
+        }
         for kind in (REPLICASET, POD):
             for obj in self.store.peek(kind):
                 refs = obj["metadata"].get("ownerReferences", [])

@@ -45,18 +45,31 @@ class HpaController:
         low, high = spec.get("minReplicas", 1), spec["maxReplicas"]
         if deployment is None:
             status = dict(hpa.get("status", {}))
-            status["conditions"] = [kube_objects.condition(
-                "AbleToScale", False, "FailedGetScale",
-                f'the HPA controller was unable to get the target\'s current scale: deployments/scale.apps '
-                f'"{target_ref.get("name")}" not found', previous.get("AbleToScale"), workload=False)]
+            status["conditions"] = [
+                kube_objects.condition(
+                    "AbleToScale",
+                    False,
+                    "FailedGetScale",
+                    f"the HPA controller was unable to get the target's current scale: deployments/scale.apps "
+                    f'"{target_ref.get("name")}" not found',
+                    previous.get("AbleToScale"),
+                    workload=False,
+                )
+            ]
             status["conditions"][0].pop("lastProbeTime")
             self._write_status(hpa, status)
             return
         current = deployment["spec"].get("replicas", 1)
         desired = self.desired.get(meta["uid"], current)
         utilization = self._cpu_utilization(deployment)
-        target = next((metric["resource"]["target"].get("averageUtilization") for metric in spec.get("metrics", [])
-                       if metric.get("type") == "Resource" and metric["resource"].get("name") == "cpu"), None)
+        target = next(
+            (
+                metric["resource"]["target"].get("averageUtilization")
+                for metric in spec.get("metrics", [])
+                if metric.get("type") == "Resource" and metric["resource"].get("name") == "cpu"
+            ),
+            None,
+        )
         if utilization is not None and target:
             ratio = utilization / target
             if abs(ratio - 1) > HPA_TOLERANCE:
@@ -68,31 +81,55 @@ class HpaController:
             deployment["spec"]["replicas"] = bounded
             self.store.commit(DEPLOYMENT, deployment)
             status["lastScaleTime"] = kube_objects.now()
-            self.store.record_event(hpa, "SuccessfulRescale",
-                                    f"New size: {bounded}; reason: {_rescale_reason(bounded, current, low, high)}",
-                                    False, "horizontal-pod-autoscaler")
+            self.store.record_event(
+                hpa,
+                "SuccessfulRescale",
+                f"New size: {bounded}; reason: {_rescale_reason(bounded, current, low, high)}",
+                False,
+                "horizontal-pod-autoscaler",
+            )
         status["currentReplicas"] = deployment.get("status", {}).get("replicas", current)
         status["desiredReplicas"] = bounded
         status["observedGeneration"] = meta.get("generation", 1)
         if utilization is not None:
-            status["currentMetrics"] = [{"type": "Resource", "resource": {
-                "name": "cpu", "current": {"averageUtilization": round(utilization)}}}]
+            status["currentMetrics"] = [
+                {
+                    "type": "Resource",
+                    "resource": {"name": "cpu", "current": {"averageUtilization": round(utilization)}},
+                }
+            ]
         limited = "TooFewReplicas" if desired < low else "TooManyReplicas" if desired > high else None
         conditions = [
-            kube_objects.condition("AbleToScale", True, "ReadyForNewScale",
-                                   "recommended size matches current size", previous.get("AbleToScale"), False),
-            kube_objects.condition("ScalingActive", utilization is not None,
-                                   "ValidMetricFound" if utilization is not None else "FailedGetResourceMetric",
-                                   "the HPA was able to successfully calculate a replica count from cpu resource "
-                                   "utilization (percentage of request)" if utilization is not None else
-                                   "the HPA was unable to compute the replica count: failed to get cpu utilization: "
-                                   "unable to get metrics for resource cpu: unable to fetch metrics from resource "
-                                   "metrics API: the server could not find the requested resource "
-                                   "(get pods.metrics.k8s.io)",
-                                   previous.get("ScalingActive"), False),
-            kube_objects.condition("ScalingLimited", limited is not None, limited or "DesiredWithinRange",
-                                   LIMITED_MESSAGES[limited],
-                                   previous.get("ScalingLimited"), False),
+            kube_objects.condition(
+                "AbleToScale",
+                True,
+                "ReadyForNewScale",
+                "recommended size matches current size",
+                previous.get("AbleToScale"),
+                False,
+            ),
+            kube_objects.condition(
+                "ScalingActive",
+                utilization is not None,
+                "ValidMetricFound" if utilization is not None else "FailedGetResourceMetric",
+                "the HPA was able to successfully calculate a replica count from cpu resource "
+                "utilization (percentage of request)"
+                if utilization is not None
+                else "the HPA was unable to compute the replica count: failed to get cpu utilization: "
+                "unable to get metrics for resource cpu: unable to fetch metrics from resource "
+                "metrics API: the server could not find the requested resource "
+                "(get pods.metrics.k8s.io)",
+                previous.get("ScalingActive"),
+                False,
+            ),
+            kube_objects.condition(
+                "ScalingLimited",
+                limited is not None,
+                limited or "DesiredWithinRange",
+                LIMITED_MESSAGES[limited],
+                previous.get("ScalingLimited"),
+                False,
+            ),
         ]
         for cond in conditions:
             cond.pop("lastProbeTime")
@@ -109,8 +146,10 @@ class HpaController:
         shares = []
         for pod in self._pods_of_deployment(deployment):
             usage = self.usage.of(self.store, pod)
-            request = sum(cpu_millis(container.get("resources", {}).get("requests", {}).get("cpu", "0"))
-                          for container in pod["spec"].get("containers", []))
+            request = sum(
+                cpu_millis(container.get("resources", {}).get("requests", {}).get("cpu", "0"))
+                for container in pod["spec"].get("containers", [])
+            )
             if usage is None or request <= 0 or pod["status"].get("phase") != "Running":
                 continue
             shares.append(100 * cpu_millis(usage.get("cpu", "0")) / request)
@@ -120,7 +159,12 @@ class HpaController:
         namespace = deployment["metadata"]["namespace"]
         sets = [rs for rs in self.store.peek(REPLICASET, namespace) if owned_by(rs, deployment)]
         pods = self.store.peek(POD, namespace)
-        return [pod for rs in sets for pod in pods if owned_by(pod, rs) and not pod["metadata"].get("deletionTimestamp")]
+        return [
+            pod
+            for rs in sets
+            for pod in pods
+            if owned_by(pod, rs) and not pod["metadata"].get("deletionTimestamp")
+        ]
 
 
 def _rescale_reason(new: int, old: int, low: int, high: int) -> str:
@@ -128,7 +172,11 @@ def _rescale_reason(new: int, old: int, low: int, high: int) -> str:
         return "Current number of replicas below Spec.MinReplicas"
     if old > high:
         return "Current number of replicas above Spec.MaxReplicas"
-    return "cpu resource utilization (percentage of request) above target" if new > old else "All metrics below target"
+    return (
+        "cpu resource utilization (percentage of request) above target"
+        if new > old
+        else "All metrics below target"
+    )
 
 
 def cpu_millis(quantity: str) -> float:

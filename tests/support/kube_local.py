@@ -58,7 +58,11 @@ def go_missing() -> str | None:
     scripts/kube-cluster finds it: $GO when set, else on PATH, else /usr/local/go/bin/go)."""
     chosen = os.environ.get("GO")
     if chosen:
-        return None if os.access(chosen, os.X_OK) else f"the Go toolchain is absent (GO={chosen} is not executable)"
+        return (
+            None
+            if os.access(chosen, os.X_OK)
+            else f"the Go toolchain is absent (GO={chosen} is not executable)"
+        )
     for candidate in (shutil.which("go"), "/usr/local/go/bin/go"):
         if candidate and os.access(candidate, os.X_OK):
             return None
@@ -103,8 +107,13 @@ class LocalCluster:
         self._session.trust_env = False  # loopback only: never through a proxy
 
     @classmethod
-    def up(cls, directory: Path, nodes: int = 2, owner_pid: int | None = None,
-           hpa_downscale_stabilization: str | None = None) -> LocalCluster:
+    def up(
+        cls,
+        directory: Path,
+        nodes: int = 2,
+        owner_pid: int | None = None,
+        hpa_downscale_stabilization: str | None = None,
+    ) -> LocalCluster:
         args = ["up", "--dir", str(directory), "--nodes", str(nodes)]
         if hpa_downscale_stabilization is not None:
             args += ["--hpa-downscale-stabilization", hpa_downscale_stabilization]
@@ -132,15 +141,18 @@ class LocalCluster:
     def audit_log(self) -> Path:
         return self.dir / "logs" / "audit.log"
 
-    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True,
-                timeout: float = KUBECTL_TIMEOUT) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = KUBECTL_TIMEOUT
+    ) -> subprocess.CompletedProcess[str]:
         """The kubectl built with the server (same version), against this cluster."""
         done = subprocess.run(
             [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
             input=stdin, capture_output=True, text=True, timeout=timeout,
         )  # fmt: skip
         if check and done.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed (exit {done.returncode}): {done.stderr.strip()}")
+            raise AssertionError(
+                f"kubectl {' '.join(args)} failed (exit {done.returncode}): {done.stderr.strip()}"
+            )
         return done
 
     def apply(self, namespace: str, *manifests: dict[str, Any]) -> None:
@@ -160,12 +172,20 @@ class LocalCluster:
         response = self._session.get(self.server + path, timeout=REQUEST_TIMEOUT)
         return response.json() if response.status_code == 200 else None
 
-    def request(self, method: str, path: str, body: Any = None, token: str | None = None) -> requests.Response:
+    def request(
+        self, method: str, path: str, body: Any = None, token: str | None = None
+    ) -> requests.Response:
         """Any request; with ``token`` as that bearer instead of the admin certificate."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         if token:
-            return requests.request(method, self.server + path, json=body, headers=headers,
-                                    verify=str(self.dir / "pki" / "ca.crt"), timeout=REQUEST_TIMEOUT)
+            return requests.request(
+                method,
+                self.server + path,
+                json=body,
+                headers=headers,
+                verify=str(self.dir / "pki" / "ca.crt"),
+                timeout=REQUEST_TIMEOUT,
+            )
         return self._session.request(method, self.server + path, json=body, timeout=REQUEST_TIMEOUT)
 
     def new_namespace(self, hint: str) -> str:

@@ -14,8 +14,9 @@ SIMULATE_INTERVAL_ANNOTATION = "kwok.servo-actors/simulate-interval"
 SIMULATE_ENV = "KWOK_SIMULATE"
 
 
-def container(name: str = "main", env: dict[str, str] | None = None, cpu: str = "100m",
-              memory: str = "64Mi") -> dict[str, Any]:
+def container(
+    name: str = "main", env: dict[str, str] | None = None, cpu: str = "100m", memory: str = "64Mi"
+) -> dict[str, Any]:
     return {
         "name": name, "image": IMAGE,
         "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"memory": memory}},
@@ -23,8 +24,12 @@ def container(name: str = "main", env: dict[str, str] | None = None, cpu: str = 
     }  # fmt: skip
 
 
-def deployment(name: str, replicas: int = 1, containers: list[dict[str, Any]] | None = None,
-               annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def deployment(
+    name: str,
+    replicas: int = 1,
+    containers: list[dict[str, Any]] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """A Deployment whose pod template carries ``annotations`` (kwok's marks and usage live there)."""
     labels = {"app": name}
     return {

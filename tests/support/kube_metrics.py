@@ -40,8 +40,9 @@ class PodUsage:
                     return self.by_name[namespace, rs_owner["name"]]
         return None
 
-    def pod_metrics(self, store: KubeStore, namespace: str | None,
-                    selected: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+    def pod_metrics(
+        self, store: KubeStore, namespace: str | None, selected: Callable[[dict[str, Any]], bool]
+    ) -> list[dict[str, Any]]:
         """PodMetrics of the running pods that have usage (the pod's usage goes to its first container)."""
         items = []
         for pod in store.list(kube_objects.KINDS["pod"], namespace):
@@ -50,14 +51,22 @@ class PodUsage:
                 continue
             stamp = kube_objects.now()
             containers = [container["name"] for container in pod["spec"].get("containers", [])]
-            items.append({
-                "kind": "PodMetrics",
-                "apiVersion": "metrics.k8s.io/v1beta1",
-                "metadata": {"name": pod["metadata"]["name"], "namespace": pod["metadata"]["namespace"],
-                             "creationTimestamp": stamp, "labels": pod["metadata"].get("labels", {})},
-                "timestamp": stamp,
-                "window": "30s",
-                "containers": [{"name": name, "usage": dict(usage if index == 0 else ZERO_USAGE)}
-                               for index, name in enumerate(containers)],
-            })
+            items.append(
+                {
+                    "kind": "PodMetrics",
+                    "apiVersion": "metrics.k8s.io/v1beta1",
+                    "metadata": {
+                        "name": pod["metadata"]["name"],
+                        "namespace": pod["metadata"]["namespace"],
+                        "creationTimestamp": stamp,
+                        "labels": pod["metadata"].get("labels", {}),
+                    },
+                    "timestamp": stamp,
+                    "window": "30s",
+                    "containers": [
+                        {"name": name, "usage": dict(usage if index == 0 else ZERO_USAGE)}
+                        for index, name in enumerate(containers)
+                    ],
+                }
+            )
         return items

@@ -53,14 +53,45 @@ KINDS = {
     for kind in (
         Kind("deployment", "apps", "v1", "deployments", "Deployment"),
         Kind("replicaset", "apps", "v1", "replicasets", "ReplicaSet", field_selectors=("status.replicas",)),
-        Kind("pod", "", "v1", "pods", "Pod", field_selectors=(
-            "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
-            "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName")),
+        Kind(
+            "pod",
+            "",
+            "v1",
+            "pods",
+            "Pod",
+            field_selectors=(
+                "spec.nodeName",
+                "spec.restartPolicy",
+                "spec.schedulerName",
+                "spec.serviceAccountName",
+                "spec.hostNetwork",
+                "status.phase",
+                "status.podIP",
+                "status.nominatedNodeName",
+            ),
+        ),
         Kind("hpa", "autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler"),
-        Kind("event", "", "v1", "events", "Event", has_status=False, field_selectors=(
-            "involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
-            "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
-            "reason", "reportingComponent", "source", "type")),
+        Kind(
+            "event",
+            "",
+            "v1",
+            "events",
+            "Event",
+            has_status=False,
+            field_selectors=(
+                "involvedObject.kind",
+                "involvedObject.namespace",
+                "involvedObject.name",
+                "involvedObject.uid",
+                "involvedObject.apiVersion",
+                "involvedObject.resourceVersion",
+                "involvedObject.fieldPath",
+                "reason",
+                "reportingComponent",
+                "source",
+                "type",
+            ),
+        ),
     )
 }
 KINDS_BY_URL = {(kind.group, kind.version, kind.plural): kind for kind in KINDS.values()}
@@ -105,8 +136,9 @@ def default_container(container: dict[str, Any]) -> dict[str, Any]:
     return filled
 
 
-def deployment(name: str, namespace: str, containers: list[dict[str, Any]], replicas: int,
-               labels: dict[str, str] | None) -> dict[str, Any]:
+def deployment(
+    name: str, namespace: str, containers: list[dict[str, Any]], replicas: int, labels: dict[str, str] | None
+) -> dict[str, Any]:
     """A Deployment as the API server stores it after defaulting."""
     selector = dict(labels or {"app": name})
     return {
@@ -127,7 +159,10 @@ def deployment(name: str, namespace: str, containers: list[dict[str, Any]], repl
                     "securityContext": {},
                 },
             },
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"},
+            },
             "revisionHistoryLimit": 10,
             "progressDeadlineSeconds": 600,
         },
@@ -135,8 +170,9 @@ def deployment(name: str, namespace: str, containers: list[dict[str, Any]], repl
     }
 
 
-def hpa(name: str, namespace: str, target: str, min_replicas: int, max_replicas: int,
-        target_cpu_utilization: int) -> dict[str, Any]:
+def hpa(
+    name: str, namespace: str, target: str, min_replicas: int, max_replicas: int, target_cpu_utilization: int
+) -> dict[str, Any]:
     """An autoscaling/v2 HorizontalPodAutoscaler with one CPU utilization metric."""
     return {
         "apiVersion": "autoscaling/v2",
@@ -146,11 +182,15 @@ def hpa(name: str, namespace: str, target: str, min_replicas: int, max_replicas:
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
             "minReplicas": min_replicas,
             "maxReplicas": max_replicas,
-            "metrics": [{
-                "type": "Resource",
-                "resource": {"name": "cpu", "target": {"type": "Utilization",
-                                                        "averageUtilization": target_cpu_utilization}},
-            }],
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {
+                        "name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": target_cpu_utilization},
+                    },
+                }
+            ],
         },
         "status": {"currentReplicas": 0, "desiredReplicas": 0},
     }
@@ -158,13 +198,17 @@ def hpa(name: str, namespace: str, target: str, min_replicas: int, max_replicas:
 
 def owned_by(obj: dict[str, Any], owner: dict[str, Any]) -> bool:
     """Whether ``owner`` is among ``obj``'s ownerReferences (by uid, as the garbage collector reads them)."""
-    return any(ref.get("uid") == owner["metadata"]["uid"] for ref in obj["metadata"].get("ownerReferences", []))
+    return any(
+        ref.get("uid") == owner["metadata"]["uid"] for ref in obj["metadata"].get("ownerReferences", [])
+    )
 
 
 def is_ready(pod: dict[str, Any]) -> bool:
     """Whether the pod's Ready condition is True."""
-    return any(cond["type"] == "Ready" and cond["status"] == "True"
-               for cond in pod.get("status", {}).get("conditions", []))
+    return any(
+        cond["type"] == "Ready" and cond["status"] == "True"
+        for cond in pod.get("status", {}).get("conditions", [])
+    )
 
 
 def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
@@ -241,15 +285,22 @@ def qos_class(pod_spec: dict[str, Any]) -> str:
     if not any(res.get("requests") or res.get("limits") for res in resources):
         return "BestEffort"
     guaranteed = all(
-        res.get("limits", {}).get(name) and res.get("requests", res.get("limits", {})).get(name)
-        == res["limits"][name]
-        for res in resources for name in ("cpu", "memory")
+        res.get("limits", {}).get(name)
+        and res.get("requests", res.get("limits", {})).get(name) == res["limits"][name]
+        for res in resources
+        for name in ("cpu", "memory")
     )
     return "Guaranteed" if guaranteed else "Burstable"
 
 
-def condition(kind: str, status: bool | None, reason: str | None = None, message: str | None = None,
-              previous: dict[str, Any] | None = None, workload: bool = True) -> dict[str, Any]:
+def condition(
+    kind: str,
+    status: bool | None,
+    reason: str | None = None,
+    message: str | None = None,
+    previous: dict[str, Any] | None = None,
+    workload: bool = True,
+) -> dict[str, Any]:
     """A status condition (status None is "Unknown"); timestamps kept from ``previous`` unless it changed.
 
     Workload conditions (Deployment, ReplicaSet) carry lastUpdateTime; pod conditions carry lastProbeTime.
@@ -271,8 +322,9 @@ def condition(kind: str, status: bool | None, reason: str | None = None, message
     return fresh
 
 
-def event(involved: dict[str, Any], reason: str, message: str, warning: bool, component: str,
-          serial: int) -> dict[str, Any]:
+def event(
+    involved: dict[str, Any], reason: str, message: str, warning: bool, component: str, serial: int
+) -> dict[str, Any]:
     """A core/v1 Event about ``involved`` as a controller or the kubelet records it."""
     meta = involved["metadata"]
     stamp = now()

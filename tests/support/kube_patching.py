@@ -20,9 +20,19 @@ APPLY_PATCH = "application/apply-patch+yaml"
 ACCEPTED_PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, APPLY_PATCH, STRATEGIC_MERGE)
 """What the real server lists in its 415 answer (apply is listed but the emulator refuses it)."""
 
-_POD_SPEC_LISTS_BY_NAME = ("containers", "initContainers", "ephemeralContainers", "volumes", "imagePullSecrets")
-_CONTAINER_LIST_KEYS = {"env": "name", "ports": "containerPort", "volumeMounts": "mountPath",
-                        "volumeDevices": "devicePath"}
+_POD_SPEC_LISTS_BY_NAME = (
+    "containers",
+    "initContainers",
+    "ephemeralContainers",
+    "volumes",
+    "imagePullSecrets",
+)
+_CONTAINER_LIST_KEYS = {
+    "env": "name",
+    "ports": "containerPort",
+    "volumeMounts": "mountPath",
+    "volumeDevices": "devicePath",
+}
 
 
 class PatchError(ValueError):
@@ -37,8 +47,11 @@ def merge_key(path: tuple[str, ...]) -> str | None:
     in_pod_spec = parent == ("spec",) or parent[-2:] == ("template", "spec")
     if field in _POD_SPEC_LISTS_BY_NAME and in_pod_spec:
         return "name"
-    if field in _CONTAINER_LIST_KEYS and len(parent) >= 2 and parent[-1] == "*" and parent[-2] in (
-        "containers", "initContainers", "ephemeralContainers"
+    if (
+        field in _CONTAINER_LIST_KEYS
+        and len(parent) >= 2
+        and parent[-1] == "*"
+        and parent[-2] in ("containers", "initContainers", "ephemeralContainers")
     ):
         return _CONTAINER_LIST_KEYS[field]
     if field == "conditions" and parent == ("status",):
@@ -58,7 +71,9 @@ def strategic_merge(original: dict[str, Any], patch: dict[str, Any]) -> dict[str
     return merged
 
 
-def _merge_map(original: dict[str, Any], patch: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any] | None:
+def _merge_map(
+    original: dict[str, Any], patch: dict[str, Any], path: tuple[str, ...]
+) -> dict[str, Any] | None:
     directive = patch.get("$patch")
     if directive == "delete":
         return None
@@ -104,8 +119,9 @@ def _merge_list(original: list[Any], patch: list[Any], mkey: str, path: tuple[st
     for item in patch:
         if not isinstance(item, dict) or mkey not in item:
             raise PatchError(f"{'.'.join(path)}: every item must be an object with {mkey!r}")
-        index = next((i for i, old in enumerate(merged) if isinstance(old, dict) and old.get(mkey) == item[mkey]),
-                     None)
+        index = next(
+            (i for i, old in enumerate(merged) if isinstance(old, dict) and old.get(mkey) == item[mkey]), None
+        )
         if item.get("$patch") == "delete":
             if index is not None:
                 del merged[index]

@@ -14,8 +14,10 @@ import kube_objects
 
 NODE_NAME = "emulated-node"
 NODE_IP = "10.0.0.10"
-UNSCHEDULABLE_MESSAGE = ("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
-                         "1 No preemption victims found for incoming pod.")
+UNSCHEDULABLE_MESSAGE = (
+    "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
+    "1 No preemption victims found for incoming pod."
+)
 READINESS_FAILURE = "Readiness probe failed: HTTP probe failed with statuscode: 503"
 
 
@@ -41,7 +43,9 @@ class PodState:
     restarts: int = 0
 
 
-def state_for(mode: FailureMode, age: float, rollout_seconds: float, settled: float | None = None) -> PodState:
+def state_for(
+    mode: FailureMode, age: float, rollout_seconds: float, settled: float | None = None
+) -> PodState:
     """The state of a pod ``age`` seconds old whose ReplicaSet was made under ``mode``.
 
     ``settled``: seconds since the rollout of the pod's ReplicaSet completed (None: not yet). An
@@ -67,7 +71,9 @@ def state_for(mode: FailureMode, age: float, rollout_seconds: float, settled: fl
     return PodState("running", True)
 
 
-def next_change(mode: FailureMode, age: float, rollout_seconds: float, settled: float | None = None) -> float | None:
+def next_change(
+    mode: FailureMode, age: float, rollout_seconds: float, settled: float | None = None
+) -> float | None:
     """Seconds until ``state_for`` changes for a pod of this age, or None if only an event can change it."""
     if mode is FailureMode.UNSCHEDULABLE or rollout_seconds <= 0:
         return None
@@ -85,13 +91,15 @@ def _pod_ref(pod: dict[str, Any]) -> str:
     return f"{meta['name']}_{meta['namespace']}({meta.get('uid', '')})"
 
 
-def _container_status(container: dict[str, Any], state: PodState, pod: dict[str, Any],
-                      started_at: str) -> dict[str, Any]:
+def _container_status(
+    container: dict[str, Any], state: PodState, pod: dict[str, Any], started_at: str
+) -> dict[str, Any]:
     name, image = container["name"], container.get("image", "")
     status: dict[str, Any] = {
         "name": name,
         "image": image,
-        "imageID": "" if state.label in ("creating", "errimagepull", "imagepullbackoff")
+        "imageID": ""
+        if state.label in ("creating", "errimagepull", "imagepullbackoff")
         else f"docker.io/library/{image}@sha256:{kube_objects.safe_suffix(image, 12)}",
         "ready": state.ready,
         "restartCount": state.restarts,
@@ -102,20 +110,39 @@ def _container_status(container: dict[str, Any], state: PodState, pod: dict[str,
     if state.label == "creating":
         status["state"] = {"waiting": {"reason": "ContainerCreating"}}
     elif state.label == "errimagepull":
-        status["state"] = {"waiting": {"reason": "ErrImagePull", "message": (
-            f'failed to pull and unpack image "docker.io/library/{image}": failed to resolve reference '
-            f'"docker.io/library/{image}": docker.io/library/{image}: not found')}}
+        status["state"] = {
+            "waiting": {
+                "reason": "ErrImagePull",
+                "message": (
+                    f'failed to pull and unpack image "docker.io/library/{image}": failed to resolve reference '
+                    f'"docker.io/library/{image}": docker.io/library/{image}: not found'
+                ),
+            }
+        }
     elif state.label == "imagepullbackoff":
-        status["state"] = {"waiting": {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}"'}}
+        status["state"] = {
+            "waiting": {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}"'}
+        }
     elif state.label == "crashloop":
-        status["state"] = {"waiting": {"reason": "CrashLoopBackOff", "message": (
-            f"back-off 10s restarting failed container={name} pod={_pod_ref(pod)}")}}
+        status["state"] = {
+            "waiting": {
+                "reason": "CrashLoopBackOff",
+                "message": (f"back-off 10s restarting failed container={name} pod={_pod_ref(pod)}"),
+            }
+        }
     else:
         status["containerID"] = container_id
         status["state"] = {"running": {"startedAt": started_at}}
     if state.restarts:
-        status["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error", "startedAt": started_at,
-                                              "finishedAt": kube_objects.now(), "containerID": container_id}}
+        status["lastState"] = {
+            "terminated": {
+                "exitCode": 1,
+                "reason": "Error",
+                "startedAt": started_at,
+                "finishedAt": kube_objects.now(),
+                "containerID": container_id,
+            }
+        }
     return status
 
 
@@ -135,28 +162,44 @@ def pod_status(pod: dict[str, Any], state: PodState) -> dict[str, Any]:
     containers = pod["spec"].get("containers", [])
     unready = [container["name"] for container in containers] if not state.ready else []
     unready_message = f"containers with unready status: [{' '.join(unready)}]"
-    status.update({
-        "phase": "Pending" if state.label in ("creating", "errimagepull", "imagepullbackoff") else "Running",
-        "hostIP": NODE_IP,
-        "hostIPs": [{"ip": NODE_IP}],
-        "podIP": f"10.42.0.{1 + sum(pod['metadata']['name'].encode()) % 250}",
-        "startTime": started_at,
-        "conditions": [
-            cond("PodReadyToStartContainers", state.label != "creating"),
-            cond("Initialized", True),
-            cond("Ready", state.ready, None if state.ready else "ContainersNotReady",
-                 None if state.ready else unready_message),
-            cond("ContainersReady", state.ready, None if state.ready else "ContainersNotReady",
-                 None if state.ready else unready_message),
-            cond("PodScheduled", True),
-        ],
-        "containerStatuses": [_container_status(container, state, pod, started_at) for container in containers],
-    })
+    status.update(
+        {
+            "phase": "Pending"
+            if state.label in ("creating", "errimagepull", "imagepullbackoff")
+            else "Running",
+            "hostIP": NODE_IP,
+            "hostIPs": [{"ip": NODE_IP}],
+            "podIP": f"10.42.0.{1 + sum(pod['metadata']['name'].encode()) % 250}",
+            "startTime": started_at,
+            "conditions": [
+                cond("PodReadyToStartContainers", state.label != "creating"),
+                cond("Initialized", True),
+                cond(
+                    "Ready",
+                    state.ready,
+                    None if state.ready else "ContainersNotReady",
+                    None if state.ready else unready_message,
+                ),
+                cond(
+                    "ContainersReady",
+                    state.ready,
+                    None if state.ready else "ContainersNotReady",
+                    None if state.ready else unready_message,
+                ),
+                cond("PodScheduled", True),
+            ],
+            "containerStatuses": [
+                _container_status(container, state, pod, started_at) for container in containers
+            ],
+        }
+    )
     status["podIPs"] = [{"ip": status["podIP"]}]
     return status
 
 
-def events_for(pod: dict[str, Any], before: PodState | None, after: PodState) -> list[tuple[str, str, bool, str]]:
+def events_for(
+    pod: dict[str, Any], before: PodState | None, after: PodState
+) -> list[tuple[str, str, bool, str]]:
     """Events (reason, message, warning, component) recorded when a pod goes from ``before`` to ``after``."""
     if before is not None and before == after:
         return []
@@ -167,16 +210,35 @@ def events_for(pod: dict[str, Any], before: PodState | None, after: PodState) ->
         return [("FailedScheduling", UNSCHEDULABLE_MESSAGE, True, "default-scheduler")]
     events = []
     if before is None or before.label == "unschedulable":
-        events.append(("Scheduled", f"Successfully assigned {meta['namespace']}/{meta['name']} to {NODE_NAME}",
-                       False, "default-scheduler"))
+        events.append(
+            (
+                "Scheduled",
+                f"Successfully assigned {meta['namespace']}/{meta['name']} to {NODE_NAME}",
+                False,
+                "default-scheduler",
+            )
+        )
     if after.label == "errimagepull":
-        events.append(("Failed", f'Failed to pull image "{image}": rpc error: code = NotFound desc = failed to '
-                                 f'pull and unpack image "docker.io/library/{image}": not found', True, "kubelet"))
+        events.append(
+            (
+                "Failed",
+                f'Failed to pull image "{image}": rpc error: code = NotFound desc = failed to '
+                f'pull and unpack image "docker.io/library/{image}": not found',
+                True,
+                "kubelet",
+            )
+        )
     elif after.label == "imagepullbackoff":
         events.append(("BackOff", f'Back-off pulling image "{image}"', True, "kubelet"))
     elif after.label == "crashloop":
-        events.append(("BackOff", f"Back-off restarting failed container {name} in pod {_pod_ref(pod)}",
-                       True, "kubelet"))
+        events.append(
+            (
+                "BackOff",
+                f"Back-off restarting failed container {name} in pod {_pod_ref(pod)}",
+                True,
+                "kubelet",
+            )
+        )
     elif after.label in ("unready", "restarted"):
         events.append(("Unhealthy", READINESS_FAILURE, True, "kubelet"))
     elif after.label == "running" and (before is None or before.label != "running"):

@@ -449,7 +449,9 @@ def recorded(optimizer: CommandQueue, cmd_uid: str | None, event: str) -> list[d
 
     def holding() -> list[dict[str, Any]] | None:
         history: list[dict[str, Any]] = server.state()["history"]
-        found = any((e.get("param") or {}).get("cmd_uid") == cmd_uid and e.get("event") == event for e in history)
+        found = any(
+            (e.get("param") or {}).get("cmd_uid") == cmd_uid and e.get("event") == event for e in history
+        )
         return history if found else None
 
     return wait_until(holding, HISTORY_TIMEOUT, what=f"{event} of {cmd_uid} in the optimizer's history")

@@ -102,10 +102,19 @@ class PodWatch:
                 self._started.set()  # start() then reports the error
 
     def _follow(self, version: str) -> str:
-        params = {"watch": "1", "fieldSelector": f"metadata.name={self._name}", "resourceVersion": version,
-                  "allowWatchBookmarks": "true", "timeoutSeconds": str(WATCH_SECONDS)}
-        with self._session.get(self._cluster.server + self._path, params=params, stream=True,
-                               timeout=(REQUEST_TIMEOUT, WATCH_SECONDS + REQUEST_TIMEOUT)) as response:
+        params = {
+            "watch": "1",
+            "fieldSelector": f"metadata.name={self._name}",
+            "resourceVersion": version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(WATCH_SECONDS),
+        }
+        with self._session.get(
+            self._cluster.server + self._path,
+            params=params,
+            stream=True,
+            timeout=(REQUEST_TIMEOUT, WATCH_SECONDS + REQUEST_TIMEOUT),
+        ) as response:
             response.raise_for_status()
             self._started.set()
             return self._read(response, version)

@@ -67,7 +67,9 @@ FIELD_ALIASES = {"source": "source.component"}
 """Event field selectors whose label is not the field's path."""
 
 
-def field_matcher(selector: str | None, supported: tuple[str, ...] = ()) -> Callable[[Mapping[str, Any]], bool]:
+def field_matcher(
+    selector: str | None, supported: tuple[str, ...] = ()
+) -> Callable[[Mapping[str, Any]], bool]:
     """A predicate for ``fieldSelector``: equality on the common fields and the kind's ``supported`` ones."""
     checks: list[tuple[str, str, str]] = []
     for term in _split_terms(selector or ""):

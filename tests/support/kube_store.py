@@ -65,12 +65,19 @@ class KubeStore:
         return None if obj is None else clone(obj)
 
     def list(self, kind: Kind, namespace: str | None = None) -> list[dict[str, Any]]:
-        return [clone(obj) for (ns, _), obj in self._live.get(kind.short, {}).items()
-                if namespace is None or ns == namespace]
+        return [
+            clone(obj)
+            for (ns, _), obj in self._live.get(kind.short, {}).items()
+            if namespace is None or ns == namespace
+        ]
 
     def peek(self, kind: Kind, namespace: str | None = None) -> list[dict[str, Any]]:
         """The stored objects themselves, for read-only scans (a write replaces, never mutates, them)."""
-        return [obj for (ns, _), obj in self._live.get(kind.short, {}).items() if namespace is None or ns == namespace]
+        return [
+            obj
+            for (ns, _), obj in self._live.get(kind.short, {}).items()
+            if namespace is None or ns == namespace
+        ]
 
     @property
     def oldest_revision(self) -> int:
@@ -91,7 +98,10 @@ class KubeStore:
             if "spec" in obj:
                 meta["generation"] = 1
         else:
-            meta["uid"], meta["creationTimestamp"] = old["metadata"]["uid"], old["metadata"]["creationTimestamp"]
+            meta["uid"], meta["creationTimestamp"] = (
+                old["metadata"]["uid"],
+                old["metadata"]["creationTimestamp"],
+            )
             if "generation" in old["metadata"]:
                 bump = 1 if old.get("spec") != obj.get("spec") else 0
                 meta["generation"] = old["metadata"]["generation"] + bump
@@ -117,8 +127,9 @@ class KubeStore:
         self._publish(Change(self.revision, kind, "DELETED", obj, None))
         return obj
 
-    def record_event(self, involved: dict[str, Any], reason: str, message: str, warning: bool,
-                     component: str) -> None:
+    def record_event(
+        self, involved: dict[str, Any], reason: str, message: str, warning: bool, component: str
+    ) -> None:
         """An Event about ``involved``; a repeat of the same one counts up, as the event recorder does."""
         events = kube_objects.KINDS["event"]
         key = (involved["metadata"].get("uid", ""), reason, message)
@@ -130,8 +141,9 @@ class KubeStore:
             self.commit(events, event)
             return
         self._event_serial += 1
-        event = self.commit(events, kube_objects.event(involved, reason, message, warning, component,
-                                                       self._event_serial))
+        event = self.commit(
+            events, kube_objects.event(involved, reason, message, warning, component, self._event_serial)
+        )
         self._events_by_key[key] = (event["metadata"]["namespace"], event["metadata"]["name"])
 
     def _publish(self, change: Change) -> None:

@@ -53,14 +53,35 @@ def _key(path: Path) -> None:
     _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-out", str(path))
 
 
-def _signed(directory: Path, name: str, subject: str, extensions: str, ca: Path, ca_key: Path) -> tuple[Path, Path]:
-    key, csr, cert, ext = (directory / f"{name}.key", directory / f"{name}.csr", directory / f"{name}.crt",
-                           directory / f"{name}.ext")
+def _signed(
+    directory: Path, name: str, subject: str, extensions: str, ca: Path, ca_key: Path
+) -> tuple[Path, Path]:
+    key, csr, cert, ext = (
+        directory / f"{name}.key",
+        directory / f"{name}.csr",
+        directory / f"{name}.crt",
+        directory / f"{name}.ext",
+    )
     _key(key)
     _openssl("req", "-new", "-key", str(key), "-subj", subject, "-out", str(csr))
     ext.write_text(extensions)
-    _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
-             "-days", VALID_DAYS, "-extfile", str(ext), "-out", str(cert))
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        str(csr),
+        "-CA",
+        str(ca),
+        "-CAkey",
+        str(ca_key),
+        "-CAcreateserial",
+        "-days",
+        VALID_DAYS,
+        "-extfile",
+        str(ext),
+        "-out",
+        str(cert),
+    )
     return cert, key
 
 
@@ -68,14 +89,37 @@ def make_pki(directory: Path) -> Pki:
     directory.mkdir(parents=True, exist_ok=True)
     ca_key, ca_cert = directory / "ca.key", directory / "ca.crt"
     _key(ca_key)
-    _openssl("req", "-x509", "-new", "-key", str(ca_key), "-subj", "/CN=emulated-cluster-ca", "-days", VALID_DAYS,
-             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-             "-out", str(ca_cert))
+    _openssl(
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        str(ca_key),
+        "-subj",
+        "/CN=emulated-cluster-ca",
+        "-days",
+        VALID_DAYS,
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+        "-out",
+        str(ca_cert),
+    )
     server_cert, server_key = _signed(
-        directory, "server", "/CN=kube-apiserver",
+        directory,
+        "server",
+        "/CN=kube-apiserver",
         "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature\n",
-        ca_cert, ca_key)
+        ca_cert,
+        ca_key,
+    )
     client_cert, client_key = _signed(
-        directory, "client", f"/O=emulated/CN={CLIENT_NAME}",
-        "extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature\n", ca_cert, ca_key)
+        directory,
+        "client",
+        f"/O=emulated/CN={CLIENT_NAME}",
+        "extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature\n",
+        ca_cert,
+        ca_key,
+    )
     return Pki(ca_cert, server_cert, server_key, client_cert, client_key)

@@ -27,7 +27,8 @@ def _containers(obj: dict[str, Any], kind: Kind) -> tuple[str, list[Any]]:
     if kind.short == "pod":
         return "spec", (obj.get("spec") or {}).get("containers") or []
     return "spec.template.spec", ((obj.get("spec") or {}).get("template") or {}).get("spec", {}).get(
-        "containers") or []
+        "containers"
+    ) or []
 
 
 def normalize_and_validate(kind: Kind, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Invalid]:
@@ -62,9 +63,16 @@ def _pod_spec_problems(kind: Kind, obj: dict[str, Any]) -> list[Invalid]:
             if not isinstance(env, dict) or not env.get("name"):
                 problems.append(Invalid(f"{where}.env[{env_index}].name", "Required value"))
             elif "value" in env and not isinstance(env["value"], str):
-                problems.append(Invalid(f"{where}.env[{env_index}].value", (
-                    f"json: cannot unmarshal {type(env['value']).__name__} into Go struct field "
-                    f"EnvVar.{prefix}.containers.env.value of type string"), bad_request=True))
+                problems.append(
+                    Invalid(
+                        f"{where}.env[{env_index}].value",
+                        (
+                            f"json: cannot unmarshal {type(env['value']).__name__} into Go struct field "
+                            f"EnvVar.{prefix}.containers.env.value of type string"
+                        ),
+                        bad_request=True,
+                    )
+                )
         problems += _resource_problems(where, container.get("resources") or {})
     return problems
 
@@ -83,14 +91,24 @@ def _resource_problems(where: str, resources: dict[str, Any]) -> list[Invalid]:
                 continue
             parsed[section][name] = kube_quantity.value(values[name])
             if parsed[section][name] < 0:
-                problems.append(Invalid(f"{where}.resources.{section}[{name}]",
-                                        f'Invalid value: "{values[name]}": must be greater than or equal to 0'))
+                problems.append(
+                    Invalid(
+                        f"{where}.resources.{section}[{name}]",
+                        f'Invalid value: "{values[name]}": must be greater than or equal to 0',
+                    )
+                )
     for name, request in parsed["requests"].items():
         limit = parsed["limits"].get(name)
         if limit is not None and request > limit:
-            problems.append(Invalid(f"{where}.resources.requests", (
-                f'Invalid value: "{resources["requests"][name]}": must be less than or equal to {name} limit '
-                f'of {resources["limits"][name]}')))
+            problems.append(
+                Invalid(
+                    f"{where}.resources.requests",
+                    (
+                        f'Invalid value: "{resources["requests"][name]}": must be less than or equal to {name} limit '
+                        f"of {resources['limits'][name]}"
+                    ),
+                )
+            )
     return problems
 
 
@@ -99,18 +117,31 @@ def _workload_problems(obj: dict[str, Any], old: dict[str, Any] | None) -> list[
     problems = []
     replicas = spec.get("replicas", 1)
     if not isinstance(replicas, int) or isinstance(replicas, bool):
-        problems.append(Invalid("spec.replicas", f"json: cannot unmarshal {type(replicas).__name__} into Go "
-                                                 "struct field DeploymentSpec.spec.replicas of type int32",
-                                bad_request=True))
+        problems.append(
+            Invalid(
+                "spec.replicas",
+                f"json: cannot unmarshal {type(replicas).__name__} into Go "
+                "struct field DeploymentSpec.spec.replicas of type int32",
+                bad_request=True,
+            )
+        )
     elif replicas < 0:
-        problems.append(Invalid("spec.replicas", f"Invalid value: {replicas}: must be greater than or equal to 0"))
+        problems.append(
+            Invalid("spec.replicas", f"Invalid value: {replicas}: must be greater than or equal to 0")
+        )
     if old is not None and spec.get("selector") != (old.get("spec") or {}).get("selector"):
-        problems.append(Invalid("spec.selector", f"Invalid value: {spec.get('selector')!r}: field is immutable"))
+        problems.append(
+            Invalid("spec.selector", f"Invalid value: {spec.get('selector')!r}: field is immutable")
+        )
     wanted = (spec.get("selector") or {}).get("matchLabels") or {}
     labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
     if any(labels.get(key) != value for key, value in wanted.items()):
-        problems.append(Invalid("spec.template.metadata.labels",
-                                f"Invalid value: {labels!r}: `selector` does not match template `labels`"))
+        problems.append(
+            Invalid(
+                "spec.template.metadata.labels",
+                f"Invalid value: {labels!r}: `selector` does not match template `labels`",
+            )
+        )
     return problems
 
 
@@ -120,21 +151,36 @@ def _hpa_problems(obj: dict[str, Any]) -> list[Invalid]:
     low, high = spec.get("minReplicas", 1), spec.get("maxReplicas")
     for field, number in (("spec.minReplicas", low), ("spec.maxReplicas", high)):
         if not isinstance(number, int) or isinstance(number, bool):
-            problems.append(Invalid(field, f"json: cannot unmarshal {type(number).__name__} into Go struct field "
-                                           f"HorizontalPodAutoscalerSpec.{field} of type int32", bad_request=True))
+            problems.append(
+                Invalid(
+                    field,
+                    f"json: cannot unmarshal {type(number).__name__} into Go struct field "
+                    f"HorizontalPodAutoscalerSpec.{field} of type int32",
+                    bad_request=True,
+                )
+            )
     if problems:
         return problems
     if low < 1:
-        problems.append(Invalid("spec.minReplicas", f"Invalid value: {low}: must be greater than or equal to 1"))
+        problems.append(
+            Invalid("spec.minReplicas", f"Invalid value: {low}: must be greater than or equal to 1")
+        )
     if high < low:
-        problems.append(Invalid("spec.maxReplicas",
-                                f"Invalid value: {high}: must be greater than or equal to `minReplicas`"))
+        problems.append(
+            Invalid(
+                "spec.maxReplicas", f"Invalid value: {high}: must be greater than or equal to `minReplicas`"
+            )
+        )
     for index, metric in enumerate(spec.get("metrics") or []):
         target = ((metric.get("resource") or {}).get("target") or {}) if isinstance(metric, dict) else {}
         utilization = target.get("averageUtilization")
         if utilization is not None and (not isinstance(utilization, int) or utilization <= 0):
-            problems.append(Invalid(f"spec.metrics[{index}].resource.target.averageUtilization",
-                                    f"Invalid value: {utilization}: must be greater than 0"))
+            problems.append(
+                Invalid(
+                    f"spec.metrics[{index}].resource.target.averageUtilization",
+                    f"Invalid value: {utilization}: must be greater than 0",
+                )
+            )
     return problems
 
 

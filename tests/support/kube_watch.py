@@ -24,10 +24,19 @@ DEFAULT_TIMEOUT = 1800.0
 """Seconds a watch without timeoutSeconds stays open (the real server's --min-request-timeout)."""
 
 
-def status_body(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+def status_body(
+    code: int, reason: str, message: str, details: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """A metav1.Status failure as the API server answers it."""
-    body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                            "message": message, "reason": reason, "code": code}
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
     if details:
         body["details"] = details
     return body
@@ -52,9 +61,15 @@ def _as_seen(change: Change, selected: Callable[[dict[str, Any]], bool]) -> dict
     return None
 
 
-async def serve_watch(store: KubeStore, raw_request: Any, kind: Kind, namespace: str | None,
-                      params: dict[str, str], selected: Callable[[dict[str, Any]], bool],
-                      closing: asyncio.Event) -> aiohttp.web.StreamResponse:
+async def serve_watch(
+    store: KubeStore,
+    raw_request: Any,
+    kind: Kind,
+    namespace: str | None,
+    params: dict[str, str],
+    selected: Callable[[dict[str, Any]], bool],
+    closing: asyncio.Event,
+) -> aiohttp.web.StreamResponse:
     response = aiohttp.web.StreamResponse(headers={"Content-Type": "application/json"})
     await response.prepare(raw_request)
     try:
@@ -65,8 +80,15 @@ async def serve_watch(store: KubeStore, raw_request: Any, kind: Kind, namespace:
     return response
 
 
-async def _stream(store: KubeStore, response: aiohttp.web.StreamResponse, kind: Kind, namespace: str | None,
-                  params: dict[str, str], selected: Callable[[dict[str, Any]], bool], closing: asyncio.Event) -> None:
+async def _stream(
+    store: KubeStore,
+    response: aiohttp.web.StreamResponse,
+    kind: Kind,
+    namespace: str | None,
+    params: dict[str, str],
+    selected: Callable[[dict[str, Any]], bool],
+    closing: asyncio.Event,
+) -> None:
     timeout = float(params.get("timeoutSeconds") or DEFAULT_TIMEOUT)
     deadline = time.monotonic() + timeout
     since = params.get("resourceVersion") or ""
@@ -76,14 +98,28 @@ async def _stream(store: KubeStore, response: aiohttp.web.StreamResponse, kind: 
             if selected(obj):
                 await response.write(_line({"type": "ADDED", "object": obj}))
     elif not since.isdigit():
-        await response.write(_line({"type": "ERROR", "object": status_body(
-            400, "BadRequest", f'invalid resource version "{since}"')}))
+        await response.write(
+            _line(
+                {
+                    "type": "ERROR",
+                    "object": status_body(400, "BadRequest", f'invalid resource version "{since}"'),
+                }
+            )
+        )
         return
     else:
         cursor = int(since)
         if cursor < store.oldest_revision:
-            await response.write(_line({"type": "ERROR", "object": status_body(
-                410, "Expired", f"too old resource version: {cursor} ({store.oldest_revision})")}))
+            await response.write(
+                _line(
+                    {
+                        "type": "ERROR",
+                        "object": status_body(
+                            410, "Expired", f"too old resource version: {cursor} ({store.oldest_revision})"
+                        ),
+                    }
+                )
+            )
             return
     while not closing.is_set():
         changed = store.changed

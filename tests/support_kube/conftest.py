@@ -28,8 +28,13 @@ class Api:
     def get(self, path: str, **kwargs: Any) -> requests.Response:
         return self.request("GET", path, **kwargs)
 
-    def patch(self, path: str, body: Any, content_type: str = "application/strategic-merge-patch+json",
-              **kwargs: Any) -> requests.Response:
+    def patch(
+        self,
+        path: str,
+        body: Any,
+        content_type: str = "application/strategic-merge-patch+json",
+        **kwargs: Any,
+    ) -> requests.Response:
         return self.request("PATCH", path, json=body, headers={"Content-Type": content_type}, **kwargs)
 
 

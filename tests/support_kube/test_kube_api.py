@@ -24,18 +24,26 @@ JSON_PATCH = "application/json-patch+json"
 HANG_BOUND = 10.0
 """Only a hang takes this long (seconds); never a timing assertion."""
 
-MAIN = {"name": "main", "image": "registry.example/web:1.0",
-        "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
-        "env": [{"name": "GOGC", "value": "100"}, {"name": "MODE", "value": "fast"}]}
-SIDECAR = {"name": "proxy", "image": "registry.example/proxy:2.0",
-           "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}
+MAIN = {
+    "name": "main",
+    "image": "registry.example/web:1.0",
+    "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
+    "env": [{"name": "GOGC", "value": "100"}, {"name": "MODE", "value": "fast"}],
+}
+SIDECAR = {
+    "name": "proxy",
+    "image": "registry.example/proxy:2.0",
+    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+}
 
 
 def containers_of(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {container["name"]: container for container in obj["spec"]["template"]["spec"]["containers"]}
 
 
-def test_the_kubeconfig_names_the_emulated_context_and_its_token_is_required(cluster: KubeCluster, api) -> None:
+def test_the_kubeconfig_names_the_emulated_context_and_its_token_is_required(
+    cluster: KubeCluster, api
+) -> None:
     config = yaml.safe_load(cluster.kubeconfig.read_text())
     assert config["current-context"] == "emulated"
     context = config["contexts"][0]["context"]
@@ -65,32 +73,52 @@ def test_a_deployment_starts_rolled_out_with_identity_and_versions(cluster: Kube
 
 
 def test_strategic_merge_merges_containers_and_env_by_name_and_resources_key_by_key(
-        cluster: KubeCluster, api) -> None:
+    cluster: KubeCluster, api
+) -> None:
     cluster.add_deployment("web", containers=[MAIN, SIDECAR])
-    patch = {"spec": {"template": {"spec": {"containers": [{
-        "name": "main",
-        "resources": {"requests": {"cpu": "250m"}},
-        "env": [{"name": "GOGC", "value": "50"}, {"name": "NEW", "value": "1"}, {"name": "MODE", "$patch": "delete"}],
-    }]}}}}
+    patch = {
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "main",
+                            "resources": {"requests": {"cpu": "250m"}},
+                            "env": [
+                                {"name": "GOGC", "value": "50"},
+                                {"name": "NEW", "value": "1"},
+                                {"name": "MODE", "$patch": "delete"},
+                            ],
+                        }
+                    ]
+                }
+            }
+        }
+    }
     answer = api.patch(WEB, patch, SMP)
     assert answer.status_code == 200, answer.text
     containers = containers_of(answer.json())
     assert list(containers) == ["main", "proxy"]  # the sidecar survives a patch that does not name it
     assert containers["proxy"]["resources"] == SIDECAR["resources"]
-    assert containers["main"]["resources"] == {"requests": {"cpu": "250m", "memory": "512Mi"},
-                                               "limits": {"memory": "1Gi"}}
+    assert containers["main"]["resources"] == {
+        "requests": {"cpu": "250m", "memory": "512Mi"},
+        "limits": {"memory": "1Gi"},
+    }
     assert containers["main"]["env"] == [{"name": "GOGC", "value": "50"}, {"name": "NEW", "value": "1"}]
     assert containers_of(cluster.get("deployment", "web")) == containers
 
 
 def test_merge_patch_replaces_lists_and_json_patch_applies_operations(cluster: KubeCluster, api) -> None:
     cluster.add_deployment("web", containers=[MAIN, SIDECAR])
-    replaced = api.patch(WEB, {"spec": {"template": {"spec": {"containers": [{"name": "only", "image": "x:1"}]}}}},
-                         MERGE)
+    replaced = api.patch(
+        WEB, {"spec": {"template": {"spec": {"containers": [{"name": "only", "image": "x:1"}]}}}}, MERGE
+    )
     assert replaced.status_code == 200
     assert list(containers_of(replaced.json())) == ["only"]
-    operations = [{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "x:2"},
-                  {"op": "add", "path": "/metadata/labels/tier", "value": "front"}]
+    operations = [
+        {"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "x:2"},
+        {"op": "add", "path": "/metadata/labels/tier", "value": "front"},
+    ]
     patched = api.patch(WEB, operations, JSON_PATCH)
     assert patched.status_code == 200
     assert containers_of(patched.json())["only"]["image"] == "x:2"
@@ -135,7 +163,9 @@ def test_a_put_with_a_stale_resource_version_answers_409(cluster: KubeCluster, a
     assert api.request("PUT", WEB, json=stale).status_code == 409
 
 
-def test_generation_moves_on_spec_changes_only_and_a_no_op_keeps_the_version(cluster: KubeCluster, api) -> None:
+def test_generation_moves_on_spec_changes_only_and_a_no_op_keeps_the_version(
+    cluster: KubeCluster, api
+) -> None:
     cluster.add_deployment("web")
     start = cluster.get("deployment", "web")["metadata"]
     relabelled = api.patch(WEB, {"metadata": {"labels": {"tier": "front"}}}, MERGE).json()["metadata"]
@@ -211,8 +241,12 @@ def test_a_watch_from_a_resource_version_sends_only_later_events(cluster: KubeCl
     received: list[dict[str, Any]] = []
 
     def watch() -> None:
-        params = {"watch": "true", "resourceVersion": since, "timeoutSeconds": "5",
-                  "fieldSelector": "metadata.name=web"}
+        params = {
+            "watch": "true",
+            "resourceVersion": since,
+            "timeoutSeconds": "5",
+            "fieldSelector": "metadata.name=web",
+        }
         with api.get(DEPLOYMENTS, params=params, stream=True) as stream:
             for line in stream.iter_lines():
                 if line:
@@ -225,17 +259,29 @@ def test_a_watch_from_a_resource_version_sends_only_later_events(cluster: KubeCl
     watcher.join(HANG_BOUND)
     assert not watcher.is_alive()
     assert [(event["type"], event["object"]["metadata"]["resourceVersion"]) for event in received] == [
-        ("MODIFIED", patched["metadata"]["resourceVersion"])]
+        ("MODIFIED", patched["metadata"]["resourceVersion"])
+    ]
 
 
-def test_self_subject_access_reviews_follow_deny_and_denied_requests_answer_403(cluster: KubeCluster, api) -> None:
+def test_self_subject_access_reviews_follow_deny_and_denied_requests_answer_403(
+    cluster: KubeCluster, api
+) -> None:
     cluster.add_deployment("web")
     cluster.deny("patch", "deployments", "apps")
 
     def review(verb: str, resource: str, group: str) -> dict[str, Any]:
-        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-                "spec": {"resourceAttributes": {"namespace": "default", "verb": verb, "group": group,
-                                                "resource": resource}}}
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {
+                "resourceAttributes": {
+                    "namespace": "default",
+                    "verb": verb,
+                    "group": group,
+                    "resource": resource,
+                }
+            },
+        }
         answer = api.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json=body)
         assert answer.status_code == 201
         return answer.json()
@@ -297,46 +343,94 @@ def test_metrics_api_is_absent_until_metrics_are_set(cluster: KubeCluster, api) 
 
 def test_quantities_are_stored_in_canonical_form(cluster: KubeCluster, api) -> None:
     cluster.add_deployment("web", containers=[MAIN])
-    patch = {"spec": {"template": {"spec": {"containers": [{"name": "main", "resources": {
-        "requests": {"cpu": "0.5", "memory": "1024Mi"}, "limits": {"cpu": "1000m", "memory": "1.5Gi"}}}]}}}}
+    patch = {
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "main",
+                            "resources": {
+                                "requests": {"cpu": "0.5", "memory": "1024Mi"},
+                                "limits": {"cpu": "1000m", "memory": "1.5Gi"},
+                            },
+                        }
+                    ]
+                }
+            }
+        }
+    }
     stored = api.patch(WEB, patch).json()
-    assert containers_of(stored)["main"]["resources"] == {"requests": {"cpu": "500m", "memory": "1Gi"},
-                                                          "limits": {"cpu": "1", "memory": "1536Mi"}}
+    assert containers_of(stored)["main"]["resources"] == {
+        "requests": {"cpu": "500m", "memory": "1Gi"},
+        "limits": {"cpu": "1", "memory": "1536Mi"},
+    }
 
 
-@pytest.mark.parametrize(("resources", "code", "words"), [
-    ({"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}, 422, "must be less than or equal to cpu limit of 1"),
-    ({"requests": {"memory": "lots"}}, 400, "quantities must match the regular expression"),
-    ({"requests": {"cpu": "-1"}}, 422, "must be greater than or equal to 0"),
-])
-def test_invalid_resources_are_refused_and_nothing_changes(cluster: KubeCluster, api, resources: dict[str, Any],
-                                                           code: int, words: str) -> None:
+@pytest.mark.parametrize(
+    ("resources", "code", "words"),
+    [
+        (
+            {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}},
+            422,
+            "must be less than or equal to cpu limit of 1",
+        ),
+        ({"requests": {"memory": "lots"}}, 400, "quantities must match the regular expression"),
+        ({"requests": {"cpu": "-1"}}, 422, "must be greater than or equal to 0"),
+    ],
+)
+def test_invalid_resources_are_refused_and_nothing_changes(
+    cluster: KubeCluster, api, resources: dict[str, Any], code: int, words: str
+) -> None:
     cluster.add_deployment("web", containers=[MAIN])
     before = cluster.get("deployment", "web")
-    answer = api.patch(WEB, {"spec": {"template": {"spec": {"containers": [{"name": "main", "resources": resources}]}}}})
+    answer = api.patch(
+        WEB, {"spec": {"template": {"spec": {"containers": [{"name": "main", "resources": resources}]}}}}
+    )
     assert answer.status_code == code
     assert words in answer.json()["message"]
-    assert answer.json()["message"].startswith('Deployment.apps "web" is invalid: spec.template.spec.containers[0]')
+    assert answer.json()["message"].startswith(
+        'Deployment.apps "web" is invalid: spec.template.spec.containers[0]'
+    )
     assert cluster.get("deployment", "web") == before
 
 
 def test_other_invalid_writes_are_refused_as_the_real_server_does(cluster: KubeCluster, api) -> None:
     cluster.add_deployment("web", containers=[MAIN])
     cluster.add_hpa("web", "web")
-    env = api.patch(WEB, {"spec": {"template": {"spec": {"containers": [{"name": "main", "env": [
-        {"name": "GOGC", "value": 50}]}]}}}})
+    env = api.patch(
+        WEB,
+        {
+            "spec": {
+                "template": {
+                    "spec": {"containers": [{"name": "main", "env": [{"name": "GOGC", "value": 50}]}]}
+                }
+            }
+        },
+    )
     assert env.status_code == 400 and "of type string" in env.json()["message"]
     selector = api.patch(WEB, {"spec": {"selector": {"matchLabels": {"app": "other"}}}}, MERGE)
     assert selector.status_code == 422 and "field is immutable" in selector.json()["message"]
     assert api.patch(WEB, {"spec": {"replicas": -1}}, MERGE).status_code == 422
     hpa = "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers/web"
     bounds = api.patch(hpa, {"spec": {"minReplicas": 4, "maxReplicas": 3}}, MERGE)
-    assert bounds.status_code == 422 and "must be greater than or equal to `minReplicas`" in bounds.json()["message"]
+    assert (
+        bounds.status_code == 422
+        and "must be greater than or equal to `minReplicas`" in bounds.json()["message"]
+    )
     assert bounds.json()["details"]["causes"][0]["field"] == "spec.maxReplicas"
     assert api.patch(hpa, {"spec": {"maxReplicas": 8}}, MERGE).json()["spec"]["maxReplicas"] == 8
     with pytest.raises(ValueError, match="must be less than or equal to cpu limit"):
-        cluster.add_deployment("bad", containers=[{"name": "main", "image": "x:1", "resources": {
-            "requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}])
+        cluster.add_deployment(
+            "bad",
+            containers=[
+                {
+                    "name": "main",
+                    "image": "x:1",
+                    "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}},
+                }
+            ],
+        )
 
 
 def test_lists_page_with_limit_and_continue(cluster: KubeCluster, api) -> None:
@@ -366,11 +460,17 @@ def test_a_watch_from_a_version_older_than_the_history_gets_410(tmp_path) -> Non
     cluster = KubeCluster.start(tmp_path, watch_history=5)
     try:
         cluster.add_deployment("web")  # the deployment, its ReplicaSet, pods and events: more than 5 changes
-        stream = requests.get(cluster.url + DEPLOYMENTS, params={"watch": "true", "resourceVersion": "1"},
-                              headers={"Authorization": f"Bearer {cluster.token}"}, stream=True, timeout=HANG_BOUND)
+        stream = requests.get(
+            cluster.url + DEPLOYMENTS,
+            params={"watch": "true", "resourceVersion": "1"},
+            headers={"Authorization": f"Bearer {cluster.token}"},
+            stream=True,
+            timeout=HANG_BOUND,
+        )
         events = [json.loads(line) for line in stream.iter_lines() if line]
         assert [(event["type"], event["object"]["code"], event["object"]["reason"]) for event in events] == [
-            ("ERROR", 410, "Expired")]
+            ("ERROR", 410, "Expired")
+        ]
     finally:
         cluster.stop()
 
@@ -384,8 +484,11 @@ def test_the_scale_subresource_reads_and_writes_replicas(cluster: KubeCluster, a
     patched = api.patch(f"{WEB}/scale", {"spec": {"replicas": 4}}, MERGE).json()
     assert patched["spec"]["replicas"] == 4
     assert cluster.get("deployment", "web")["spec"]["replicas"] == 4
-    stale = api.patch(f"{WEB}/scale", {"metadata": {"resourceVersion": scale["metadata"]["resourceVersion"]},
-                                       "spec": {"replicas": 1}}, MERGE)
+    stale = api.patch(
+        f"{WEB}/scale",
+        {"metadata": {"resourceVersion": scale["metadata"]["resourceVersion"]}, "spec": {"replicas": 1}},
+        MERGE,
+    )
     assert stale.status_code == 409
 
 
@@ -405,11 +508,25 @@ def test_restricted_to_the_deploy_role_only_its_verbs_are_allowed(cluster: KubeC
     assert 'cannot patch resource "deployments" subresource "scale"' in scale.json()["message"]
     assert api.request("DELETE", WEB).status_code == 403
     pod = cluster.pods("web")[0]["metadata"]["name"]
-    assert api.patch(f"/api/v1/namespaces/default/pods/{pod}", {"metadata": {"labels": {"x": "y"}}},
-                     MERGE).status_code == 403
-    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": {
-        "resourceAttributes": {"namespace": "default", "verb": "patch", "group": "apps", "resource": "deployments",
-                               "subresource": "scale"}}}
+    assert (
+        api.patch(
+            f"/api/v1/namespaces/default/pods/{pod}", {"metadata": {"labels": {"x": "y"}}}, MERGE
+        ).status_code
+        == 403
+    )
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {
+            "resourceAttributes": {
+                "namespace": "default",
+                "verb": "patch",
+                "group": "apps",
+                "resource": "deployments",
+                "subresource": "scale",
+            }
+        },
+    }
     answer = api.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json=review).json()
     assert answer["status"]["allowed"] is False
     cluster.restrict_to_role(None)
@@ -442,12 +559,19 @@ def test_the_metrics_api_group_is_discoverable_only_once_installed(cluster: Kube
 def test_events_and_pods_filter_on_their_own_field_selectors(cluster: KubeCluster, api) -> None:
     cluster.add_deployment("web")
     pod = cluster.pods("web")[0]["metadata"]["name"]
-    about_pod = api.get("/api/v1/namespaces/default/events",
-                        params={"fieldSelector": f"involvedObject.name={pod},involvedObject.kind=Pod"}).json()
+    about_pod = api.get(
+        "/api/v1/namespaces/default/events",
+        params={"fieldSelector": f"involvedObject.name={pod},involvedObject.kind=Pod"},
+    ).json()
     assert about_pod["items"] and {event["involvedObject"]["name"] for event in about_pod["items"]} == {pod}
     normal = api.get("/api/v1/namespaces/default/events", params={"fieldSelector": "type=Warning"}).json()
     assert normal["items"] == []
-    running = api.get("/api/v1/namespaces/default/pods", params={"fieldSelector": "status.phase=Running"}).json()
+    running = api.get(
+        "/api/v1/namespaces/default/pods", params={"fieldSelector": "status.phase=Running"}
+    ).json()
     assert len(running["items"]) == 2
     refused = api.get(DEPLOYMENTS, params={"fieldSelector": "spec.replicas=2"})
-    assert refused.status_code == 400 and 'field label not supported: "spec.replicas"' in refused.json()["message"]
+    assert (
+        refused.status_code == 400
+        and 'field label not supported: "spec.replicas"' in refused.json()["message"]
+    )

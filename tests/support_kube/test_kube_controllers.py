@@ -24,8 +24,11 @@ ROLLOUT = 0.1
 WAIT = 20.0
 """Upper bound for anything the controllers do; only a hang reaches it."""
 SCHEMA_VERSION = "1.30.0"
-MAIN = {"name": "main", "image": "registry.example/web:1.0",
-        "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}}
+MAIN = {
+    "name": "main",
+    "image": "registry.example/web:1.0",
+    "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}},
+}
 
 
 def conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -34,7 +37,11 @@ def conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def new_cpu(api, cpu: str) -> int:
     """Change the template (a new ReplicaSet is due); returns the Deployment's new generation."""
-    patch = {"spec": {"template": {"spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": cpu}}}]}}}}
+    patch = {
+        "spec": {
+            "template": {"spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": cpu}}}]}}
+        }
+    }
     answer = api.patch(WEB, patch)
     assert answer.status_code == 200, answer.text
     return answer.json()["metadata"]["generation"]
@@ -44,8 +51,12 @@ def rolled_out(cluster: KubeCluster, generation: int) -> bool:
     """kubectl rollout status's test for "successfully rolled out"."""
     deployment = cluster.get("deployment", "web")
     status, replicas = deployment["status"], deployment["spec"]["replicas"]
-    return (status.get("observedGeneration", 0) >= generation and status.get("updatedReplicas") == replicas
-            and status.get("replicas") == replicas and status.get("availableReplicas") == replicas)
+    return (
+        status.get("observedGeneration", 0) >= generation
+        and status.get("updatedReplicas") == replicas
+        and status.get("replicas") == replicas
+        and status.get("availableReplicas") == replicas
+    )
 
 
 def new_pods(cluster: KubeCluster) -> list[dict[str, Any]]:
@@ -54,8 +65,11 @@ def new_pods(cluster: KubeCluster) -> list[dict[str, Any]]:
     if deployment["status"].get("observedGeneration") != deployment["metadata"]["generation"]:
         return []
     revision = deployment["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
-    sets = [rs for rs in cluster.list("replicaset")
-            if rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == revision]
+    sets = [
+        rs
+        for rs in cluster.list("replicaset")
+        if rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == revision
+    ]
     assert len(sets) == 1
     pod_hash = sets[0]["metadata"]["labels"]["pod-template-hash"]
     return [pod for pod in cluster.pods("web") if pod["metadata"]["labels"]["pod-template-hash"] == pod_hash]
@@ -108,19 +122,27 @@ def test_a_healthy_rollout_replaces_the_replicaset_and_reports_complete(web: Kub
 def _unschedulable(cluster: KubeCluster) -> bool:
     pods = new_pods(cluster)
     scheduled = [conditions(pod).get("PodScheduled", {}) for pod in pods]
-    return bool(pods) and all(pod["status"]["phase"] == "Pending" for pod in pods) and all(
-        (cond.get("status"), cond.get("reason")) == ("False", "Unschedulable") for cond in scheduled
-    ) and bool(events(cluster, "FailedScheduling"))
+    return (
+        bool(pods)
+        and all(pod["status"]["phase"] == "Pending" for pod in pods)
+        and all((cond.get("status"), cond.get("reason")) == ("False", "Unschedulable") for cond in scheduled)
+        and bool(events(cluster, "FailedScheduling"))
+    )
 
 
 def _crashlooping(cluster: KubeCluster) -> bool:
     statuses = [pod["status"].get("containerStatuses", [{}])[0] for pod in new_pods(cluster)]
-    return bool(statuses) and all(
-        status.get("state", {}).get("waiting", {}).get("reason") == "CrashLoopBackOff"
-        and status.get("restartCount", 0) >= 3 and status["lastState"]["terminated"]["exitCode"] == 1
-        and status["ready"] is False
-        for status in statuses
-    ) and bool(events(cluster, "BackOff"))
+    return (
+        bool(statuses)
+        and all(
+            status.get("state", {}).get("waiting", {}).get("reason") == "CrashLoopBackOff"
+            and status.get("restartCount", 0) >= 3
+            and status["lastState"]["terminated"]["exitCode"] == 1
+            and status["ready"] is False
+            for status in statuses
+        )
+        and bool(events(cluster, "BackOff"))
+    )
 
 
 def _image_pull_failing(cluster: KubeCluster, seen: set[str]) -> bool:
@@ -133,15 +155,20 @@ def _image_pull_failing(cluster: KubeCluster, seen: set[str]) -> bool:
 
 def _deadline_exceeded(cluster: KubeCluster) -> bool:
     progressing = conditions(cluster.get("deployment", "web")).get("Progressing", {})
-    return (progressing.get("status"), progressing.get("reason")) == ("False", "ProgressDeadlineExceeded") and \
-        progressing["message"].endswith("has timed out progressing.")
+    return (progressing.get("status"), progressing.get("reason")) == (
+        "False",
+        "ProgressDeadlineExceeded",
+    ) and progressing["message"].endswith("has timed out progressing.")
 
 
 def _replica_failure(cluster: KubeCluster) -> bool:
     failure = conditions(cluster.get("deployment", "web")).get("ReplicaFailure", {})
-    return (failure.get("status"), failure.get("reason")) == ("True", "FailedCreate") and \
-        "exceeded quota" in failure.get("message", "") and new_pods(cluster) == [] and \
-        bool(events(cluster, "FailedCreate"))
+    return (
+        (failure.get("status"), failure.get("reason")) == ("True", "FailedCreate")
+        and "exceeded quota" in failure.get("message", "")
+        and new_pods(cluster) == []
+        and bool(events(cluster, "FailedCreate"))
+    )
 
 
 FAILURES: dict[FailureMode, Callable[..., bool]] = {
@@ -154,7 +181,8 @@ FAILURES: dict[FailureMode, Callable[..., bool]] = {
 
 @pytest.mark.parametrize("mode", list(FAILURES), ids=lambda mode: mode.value)
 def test_a_failing_rollout_shows_the_real_failure_shapes_and_never_completes(
-        web: KubeCluster, api, mode: FailureMode) -> None:
+    web: KubeCluster, api, mode: FailureMode
+) -> None:
     web.set_mode(mode)
     generation = new_cpu(api, "250m")
     wait_until(lambda: FAILURES[mode](web), WAIT, what=f"{mode.value} visible")
@@ -203,15 +231,22 @@ def test_a_stuck_controller_never_observes_the_new_generation(web: KubeCluster, 
     wait_until(lambda: web.controller_stuck_on("web", generation), WAIT, what="generation 2 left alone")
     web.set_mode(FailureMode.HEALTHY)  # later generations of other deployments proceed again
     other = api.patch("/apis/apps/v1/namespaces/default/deployments/other", {"spec": {"replicas": 3}}).json()
-    wait_until(lambda: web.get("deployment", "other")["status"]["observedGeneration"]
-               == other["metadata"]["generation"], WAIT, what="the other deployment observed")
+    wait_until(
+        lambda: (
+            web.get("deployment", "other")["status"]["observedGeneration"] == other["metadata"]["generation"]
+        ),
+        WAIT,
+        what="the other deployment observed",
+    )
     assert web.get("deployment", "web")["status"]["observedGeneration"] == 1
-    assert [rs["metadata"]["name"] for rs in web.list("replicaset") if rs["metadata"]["name"].startswith("web-")] \
-        == [f"web-{web.pods('web')[0]['metadata']['labels']['pod-template-hash']}"]
+    assert [
+        rs["metadata"]["name"] for rs in web.list("replicaset") if rs["metadata"]["name"].startswith("web-")
+    ] == [f"web-{web.pods('web')[0]['metadata']['labels']['pod-template-hash']}"]
 
 
 def test_the_mode_applies_to_the_next_rollout_and_a_rollback_reuses_the_healthy_replicaset(
-        web: KubeCluster, api) -> None:
+    web: KubeCluster, api
+) -> None:
     first_hash = web.pods("web")[0]["metadata"]["labels"]["pod-template-hash"]
     web.set_mode(FailureMode.CRASHLOOP)
     new_cpu(api, "250m")
@@ -220,10 +255,17 @@ def test_the_mode_applies_to_the_next_rollout_and_a_rollback_reuses_the_healthy_
     wait_until(lambda: rolled_out(web, generation), WAIT, what="rollback complete")
     deployment = web.get("deployment", "web")
     assert deployment["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "3"
-    assert web.get("replicaset", f"web-{first_hash}")["metadata"]["annotations"][
-        "deployment.kubernetes.io/revision"] == "3"
-    wait_until(lambda: all(pod["metadata"]["labels"]["pod-template-hash"] == first_hash
-                           for pod in web.pods("web")), WAIT, what="crashlooping pods removed")
+    assert (
+        web.get("replicaset", f"web-{first_hash}")["metadata"]["annotations"][
+            "deployment.kubernetes.io/revision"
+        ]
+        == "3"
+    )
+    wait_until(
+        lambda: all(pod["metadata"]["labels"]["pod-template-hash"] == first_hash for pod in web.pods("web")),
+        WAIT,
+        what="crashlooping pods removed",
+    )
     web.set_mode(FailureMode.HEALTHY)
     generation = new_cpu(api, "300m")
     wait_until(lambda: rolled_out(web, generation), WAIT, what="healthy rollout")
@@ -236,20 +278,34 @@ def test_the_controller_leaves_deployments_outside_on_alone(cluster: KubeCluster
     other = "/apis/apps/v1/namespaces/default/deployments/other"
     patched = api.patch(other, {"spec": {"replicas": 3}}).json()["metadata"]["generation"]
     new_cpu(api, "250m")
-    wait_until(lambda: cluster.get("deployment", "other")["status"]["observedGeneration"] == patched, WAIT,
-               what="other observed")
+    wait_until(
+        lambda: cluster.get("deployment", "other")["status"]["observedGeneration"] == patched,
+        WAIT,
+        what="other observed",
+    )
     assert cluster.get("deployment", "web")["status"]["observedGeneration"] == 1
 
 
 def test_the_hpa_owns_the_replicas_of_its_target(web: KubeCluster, api) -> None:
     hpa = web.add_hpa("web", "web", min_replicas=3, max_replicas=5, target_cpu_utilization=70)
-    assert hpa["spec"]["metrics"][0]["resource"]["target"] == {"type": "Utilization", "averageUtilization": 70}
+    assert hpa["spec"]["metrics"][0]["resource"]["target"] == {
+        "type": "Utilization",
+        "averageUtilization": 70,
+    }
     wait_until(lambda: web.get("deployment", "web")["spec"]["replicas"] == 3, WAIT, what="scaled to min")
-    wait_until(lambda: any(event["message"] == "New size: 3; reason: Current number of replicas below "
-                           "Spec.MinReplicas" for event in events(web, "SuccessfulRescale")), WAIT, what="event")
+    wait_until(
+        lambda: any(
+            event["message"] == "New size: 3; reason: Current number of replicas below Spec.MinReplicas"
+            for event in events(web, "SuccessfulRescale")
+        ),
+        WAIT,
+        what="event",
+    )
     wait_until(lambda: rolled_out(web, 1), WAIT, what="three ready replicas")
     assert api.patch(WEB, {"spec": {"replicas": 1}}).status_code == 200
-    wait_until(lambda: web.get("deployment", "web")["spec"]["replicas"] == 3, WAIT, what="replicas taken back")
+    wait_until(
+        lambda: web.get("deployment", "web")["spec"]["replicas"] == 3, WAIT, what="replicas taken back"
+    )
     status = web.get("hpa", "web")["status"]
     assert status["desiredReplicas"] == 3
     assert conditions(web.get("hpa", "web"))["ScalingActive"]["reason"] == "FailedGetResourceMetric"
@@ -271,7 +327,9 @@ def test_a_paused_deployment_does_not_roll_out_until_resumed(web: KubeCluster, a
         deployment = web.get("deployment", "web")
         progressing = conditions(deployment).get("Progressing", {})
         return deployment["status"]["observedGeneration"] == generation and (
-            progressing.get("status"), progressing.get("reason")) == ("Unknown", "DeploymentPaused")
+            progressing.get("status"),
+            progressing.get("reason"),
+        ) == ("Unknown", "DeploymentPaused")
 
     wait_until(paused_observed, WAIT, what="paused condition")
     assert len(web.list("replicaset")) == 1
@@ -297,7 +355,9 @@ def test_repeated_events_are_counted_not_duplicated(web: KubeCluster, api) -> No
         return any(event["count"] >= 2 for event in back_offs)
 
     wait_until(counted, WAIT, what="a BackOff event counted twice")
-    keys = [(event["involvedObject"]["uid"], event["reason"], event["message"]) for event in web.list("event")]
+    keys = [
+        (event["involvedObject"]["uid"], event["reason"], event["message"]) for event in web.list("event")
+    ]
     assert len(keys) == len(set(keys))
 
 
@@ -306,7 +366,11 @@ def test_replaced_running_pods_are_terminating_before_they_go(web: KubeCluster, 
     old_pods = {pod["metadata"]["name"] for pod in web.pods("web")}
     generation = new_cpu(api, "250m")
     wait_until(lambda: rolled_out(web, generation), WAIT, what="rollout complete")
-    wait_until(lambda: not old_pods & {pod["metadata"]["name"] for pod in web.pods("web")}, WAIT, what="old pods gone")
+    wait_until(
+        lambda: not old_pods & {pod["metadata"]["name"] for pod in web.pods("web")},
+        WAIT,
+        what="old pods gone",
+    )
     params = {"watch": "true", "resourceVersion": since, "timeoutSeconds": "1"}
     stream = api.get("/api/v1/namespaces/default/pods", params=params, stream=True)
     seen: dict[str, list[str]] = {}
@@ -316,8 +380,13 @@ def test_replaced_running_pods_are_terminating_before_they_go(web: KubeCluster, 
             meta = event["object"]["metadata"]
             if meta["name"] in old_pods:
                 seen.setdefault(meta["name"], []).append(
-                    "terminating" if event["type"] == "MODIFIED" and meta.get("deletionTimestamp") else event["type"])
-    assert {name: steps[-2:] for name, steps in seen.items()} == {name: ["terminating", "DELETED"] for name in old_pods}
+                    "terminating"
+                    if event["type"] == "MODIFIED" and meta.get("deletionTimestamp")
+                    else event["type"]
+                )
+    assert {name: steps[-2:] for name, steps in seen.items()} == {
+        name: ["terminating", "DELETED"] for name in old_pods
+    }
 
 
 def test_controllers_do_nothing_while_the_api_server_is_down(web: KubeCluster) -> None:
@@ -326,7 +395,9 @@ def test_controllers_do_nothing_while_the_api_server_is_down(web: KubeCluster) -
     time.sleep(1.0)  # several controller ticks: a controller cut off from its API server acts on nothing
     assert web.get("deployment", "web")["spec"]["replicas"] == 2
     web.up()
-    wait_until(lambda: web.get("deployment", "web")["spec"]["replicas"] == 3, WAIT, what="the HPA acts after up")
+    wait_until(
+        lambda: web.get("deployment", "web")["spec"]["replicas"] == 3, WAIT, what="the HPA acts after up"
+    )
 
 
 def test_stop_leaves_no_thread_behind(tmp_path) -> None:
@@ -346,12 +417,22 @@ def test_a_rollback_to_a_replicasets_own_template_finds_that_replicaset(web: Kub
     back = api.patch(WEB, {"spec": {"template": template}}, "application/merge-patch+json").json()
     wait_until(lambda: rolled_out(web, back["metadata"]["generation"]), WAIT, what="rollback complete")
     assert len(web.list("replicaset")) == 2
-    assert web.get("replicaset", first["metadata"]["name"])["metadata"]["annotations"][
-        "deployment.kubernetes.io/revision"] == "3"
+    assert (
+        web.get("replicaset", first["metadata"]["name"])["metadata"]["annotations"][
+            "deployment.kubernetes.io/revision"
+        ]
+        == "3"
+    )
 
 
-def test_pods_default_requests_to_limits_but_the_template_keeps_what_was_written(cluster: KubeCluster) -> None:
-    limited = {"name": "main", "image": "registry.example/web:1", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}
+def test_pods_default_requests_to_limits_but_the_template_keeps_what_was_written(
+    cluster: KubeCluster,
+) -> None:
+    limited = {
+        "name": "main",
+        "image": "registry.example/web:1",
+        "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
+    }
     cluster.add_deployment("web", containers=[limited])
     template = cluster.get("deployment", "web")["spec"]["template"]["spec"]["containers"][0]
     assert template["resources"] == {"limits": {"cpu": "1", "memory": "1Gi"}}

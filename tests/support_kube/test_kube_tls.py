@@ -32,7 +32,9 @@ def test_https_with_the_kubeconfig_ca_and_token(tmp_path: Path) -> None:
         answer = requests.get(cluster.url + WEB, headers=headers, verify=str(ca), timeout=HANG_BOUND)
         assert answer.status_code == 200
         with pytest.raises(requests.exceptions.SSLError):
-            requests.get(cluster.url + WEB, headers=headers, timeout=HANG_BOUND)  # the system CAs do not know it
+            requests.get(
+                cluster.url + WEB, headers=headers, timeout=HANG_BOUND
+            )  # the system CAs do not know it
         assert requests.get(cluster.url + WEB, verify=str(ca), timeout=HANG_BOUND).status_code == 401
     finally:
         cluster.stop()
@@ -47,17 +49,25 @@ def test_a_client_certificate_authenticates_without_a_token(tmp_path: Path) -> N
         cert, key = tmp_path / "client.crt", tmp_path / "client.key"
         cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
         key.write_bytes(base64.b64decode(user["client-key-data"]))
-        answer = requests.get(cluster.url + WEB, cert=(str(cert), str(key)), verify=str(ca), timeout=HANG_BOUND)
+        answer = requests.get(
+            cluster.url + WEB, cert=(str(cert), str(key)), verify=str(ca), timeout=HANG_BOUND
+        )
         assert answer.status_code == 200
         assert requests.get(cluster.url + WEB, verify=str(ca), timeout=HANG_BOUND).status_code == 401
         cluster.down()
         cluster.up()
-        again = requests.get(cluster.url + WEB, cert=(str(cert), str(key)), verify=str(ca), timeout=HANG_BOUND)
+        again = requests.get(
+            cluster.url + WEB, cert=(str(cert), str(key)), verify=str(ca), timeout=HANG_BOUND
+        )
         assert again.json()["metadata"]["name"] == "web"
         stranger = kube_tls.make_pki(tmp_path / "stranger")  # a client certificate of another CA
         # TLS 1.3 refuses it after the client's side of the handshake: a TLS error or a dropped connection.
         with pytest.raises(requests.exceptions.ConnectionError):
-            requests.get(cluster.url + WEB, cert=(str(stranger.client_cert), str(stranger.client_key)),
-                         verify=str(ca), timeout=HANG_BOUND)
+            requests.get(
+                cluster.url + WEB,
+                cert=(str(stranger.client_cert), str(stranger.client_key)),
+                verify=str(ca),
+                timeout=HANG_BOUND,
+            )
     finally:
         cluster.stop()

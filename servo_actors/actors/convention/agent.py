@@ -91,7 +91,9 @@ def run_agent(options: AgentOptions, stop: threading.Event) -> int:
         return 0
     own_run_dir = options.run_dir is None
     run_dir = options.run_dir or Path(tempfile.mkdtemp(prefix=f"servo-actors-agent-{os.getpid()}-"))
-    handle = ActorSystemHandle(run_dir, listen=options.listen, capabilities=dict(SYSTEM_CAPABILITIES), key=key)
+    handle = ActorSystemHandle(
+        run_dir, listen=options.listen, capabilities=dict(SYSTEM_CAPABILITIES), key=key
+    )
     try:
         handle.start()
         if stop.is_set():  # a stop while the system started: nothing was joined yet
@@ -132,7 +134,9 @@ def _member_agent_class() -> type:
     return MemberAgent
 
 
-def _serve(handle: ActorSystemHandle, agent: Any, agent_pid: int, join: Endpoint, stop: threading.Event) -> int:
+def _serve(
+    handle: ActorSystemHandle, agent: Any, agent_pid: int, join: Endpoint, stop: threading.Event
+) -> int:
     """Wait for ``stop``, logging each change of leader; 1 if the member agent dies meanwhile."""
     leader: str | None = None
     next_status = 0.0
@@ -153,7 +157,11 @@ def _serve(handle: ActorSystemHandle, agent: Any, agent_pid: int, join: Endpoint
                 if message.leader is not None:
                     _log.info("serving the servo at %s", message.leader)
                 else:
-                    _log.warning("the servo at %s is gone: its connectors here were killed; joining %s again", leader, join)
+                    _log.warning(
+                        "the servo at %s is gone: its connectors here were killed; joining %s again",
+                        leader,
+                        join,
+                    )
                 leader = message.leader
         elif pending is not None and time.monotonic() >= next_status + STATUS_INTERVAL:
             pending = None  # unanswered: ask again (the process check above catches a dead agent)

@@ -214,15 +214,21 @@ class MemberAgent(Actor):
         elif isinstance(msg, mm.GetMemberStatus):
             self.send(sender, self._status(msg.request_id))
         elif isinstance(msg, PoisonMessage):
-            _log.warning("a message of the member agent could not be delivered: %s", type(msg.poisonMessage).__name__)
+            _log.warning(
+                "a message of the member agent could not be delivered: %s", type(msg.poisonMessage).__name__
+            )
 
     @property
     def _name(self) -> str:
         return self._settings.member if self._settings else "?"
 
     def _status(self, request_id: str) -> mm.MemberStatus:
-        hosting = tuple(sorted((h.name, h.generation, h.pid or 0) for h in self._hosts.values() if not h.killing))
-        return mm.MemberStatus(request_id, os.getpid(), self._watch.leader, hosting, self._watch.join_attempts)
+        hosting = tuple(
+            sorted((h.name, h.generation, h.pid or 0) for h in self._hosts.values() if not h.killing)
+        )
+        return mm.MemberStatus(
+            request_id, os.getpid(), self._watch.leader, hosting, self._watch.join_attempts
+        )
 
     def _from_leader(self, incarnation: str, sender: Any, now: float) -> bool:
         if self._watch.heard(incarnation, now):

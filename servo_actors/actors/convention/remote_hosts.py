@@ -230,7 +230,8 @@ class RemoteHosts:
         agent = capabilities.get(mm.AGENT_CAPABILITY)
         if not isinstance(name, str) or agent is None:
             _log.warning(
-                "actor system %s joined the convention but is no servo-actors agent; ignored", msg.remoteAdminAddress
+                "actor system %s joined the convention but is no servo-actors agent; ignored",
+                msg.remoteAdminAddress,
             )
             return []
         if not msg.remoteAdded:
@@ -263,7 +264,9 @@ class RemoteHosts:
             if current.member is None:
                 self._place(name, current, now)
         placeable = tuple(
-            name for name in self.placement.wants if name not in self._current and self.placement.candidates(name)
+            name
+            for name in self.placement.wants
+            if name not in self._current and self.placement.candidates(name)
         )
         return [Placeable(placeable)] if placeable else []
 
@@ -281,7 +284,12 @@ class RemoteHosts:
             current = self._current.pop(name)
             message = f"connector {name!r} was on member {link.name}, which is lost: {why}"
             events.append(HostLost(name, current.generation, message))
-        _log.warning("member %s lost: %s%s", link.name, why, f"; its connectors {', '.join(lost)} are gone" if lost else "")
+        _log.warning(
+            "member %s lost: %s%s",
+            link.name,
+            why,
+            f"; its connectors {', '.join(lost)} are gone" if lost else "",
+        )
         return events
 
     # ----- time --------------------------------------------------------------------------------
@@ -294,7 +302,9 @@ class RemoteHosts:
         for name in self.placement.lost_members(now):
             link = self._links.get(name)
             if link is not None:
-                events += self._lose(link, now, f"not heard from for {timeout:g}s (supervisor.convention.heartbeat)")
+                events += self._lose(
+                    link, now, f"not heard from for {timeout:g}s (supervisor.convention.heartbeat)"
+                )
         for link in list(self._links.values()):
             if not link.attached and now - link.asked_at >= timeout:
                 self._lose(link, now, "it did not answer")

@@ -26,7 +26,14 @@ from servo_actors.config.models import ServoConfig
 from servo_actors.endpoints import parse_endpoint
 from servo_actors.errors import ConfigError, SupervisorError
 
-__all__ = ["SECRET_KEY", "SYSTEM_CAPABILITIES", "ConventionSettings", "convention_settings", "read_secret", "system_options"]
+__all__ = [
+    "SECRET_KEY",
+    "SYSTEM_CAPABILITIES",
+    "ConventionSettings",
+    "convention_settings",
+    "read_secret",
+    "system_options",
+]
 
 SECRET_KEY = "supervisor.convention.secret_file"
 SYSTEM_CAPABILITIES = {"AllowRemoteActorSources": "no", "servo-actors.role": "leader"}

@@ -146,7 +146,11 @@ def environment_host(pid: int) -> int | None:
         if entry.startswith(prefix):
             host_pid, _, started = entry[len(prefix) :].partition(b":")
             # With its start time: a process that reuses a dead host's PID is not that host.
-            if host_pid.isdigit() and started.isdigit() and processes.start_ticks(int(host_pid)) == int(started):
+            if (
+                host_pid.isdigit()
+                and started.isdigit()
+                and processes.start_ticks(int(host_pid)) == int(started)
+            ):
                 return int(host_pid)
     return None
 

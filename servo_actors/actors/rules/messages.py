@@ -50,6 +50,7 @@ __all__ = [
     "SupervisorSettings",
 ]
 
+
 @dataclass(frozen=True)
 class ChildSpec:
     """One connector as the supervisor sees it (from ``ConnectorSpec``), durations in seconds."""

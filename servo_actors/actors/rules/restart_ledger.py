@@ -63,7 +63,9 @@ class RestartLedger:
     def not_up_why(self) -> dict[str, str]:
         """As ``not_up``, each with the latest failure in words: ``crash-loop: its start failed (...)``."""
         return {
-            child.name: f"{child.down_reason or child.state}: {child.down_why}" if child.down_why else child.state
+            child.name: f"{child.down_reason or child.state}: {child.down_why}"
+            if child.down_why
+            else child.state
             for child in self._latest
             if child.down_reason is not None or child.state in ("failed", "waiting")
         }

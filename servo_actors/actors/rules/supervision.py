@@ -359,7 +359,10 @@ class Supervision:
             return  # answered once settled
         self._abandon_operation("cancelled", "cancelled", "was cancelled")
         for child in self._children:
-            if self._leaving(child) or FAILED in (child.state, child.then if child.state == KILLING else None):
+            if self._leaving(child) or FAILED in (
+                child.state,
+                child.then if child.state == KILLING else None,
+            ):
                 continue  # a FAILED child keeps its retry time: a cancel is not a way round it
             # All at once: no backoff, no count; every connector comes back fresh.
             child.not_before = self._now

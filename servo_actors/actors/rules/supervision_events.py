@@ -61,6 +61,7 @@ __all__ = [
     "UNSETTLED",
 ]
 
+
 class ChildState(StrEnum):
     """Where a child is in its life (see the module docstring); the value is what status shows."""
 

@@ -128,7 +128,9 @@ def key_from_file(path: str | os.PathLike[str]) -> bytes:
     except OSError as exc:
         raise SupervisorError(f"secret file {where}: cannot be read ({exc.strerror or exc})") from None
     if len(raw) < KEY_BYTES:
-        raise SupervisorError(f"secret file {where}: holds {len(raw)} bytes; a key needs at least {KEY_BYTES}")
+        raise SupervisorError(
+            f"secret file {where}: holds {len(raw)} bytes; a key needs at least {KEY_BYTES}"
+        )
     return raw
 
 
@@ -280,7 +282,9 @@ def patch_transport() -> None:
     if _patched:
         return
     if _mac_start is None:
-        raise SupervisorError("no message key: ensure_key() or install_key() before starting the actor system")
+        raise SupervisorError(
+            "no message key: ensure_key() or install_key() before starting the actor system"
+        )
     import thespian.system.transport.TCPTransport as tcp
     from thespian.system.transport.streamBuffer import ackDataErrPacket, ackPacket
 

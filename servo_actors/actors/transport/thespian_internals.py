@@ -51,51 +51,98 @@ class Internal:
 INTERNALS: tuple[Internal, ...] = (
     # system._patch_thespian
     Internal("thespian.system.transport.IPBase", "IPActorAddress.bindArgs", why="loopback-only binds"),
-    Internal("thespian.system.transport.IPBase", "IPActorAddress.__init__", ("bindname",), "loopback-only binds"),
+    Internal(
+        "thespian.system.transport.IPBase", "IPActorAddress.__init__", ("bindname",), "loopback-only binds"
+    ),
     Internal(_MULTIPROC, "MultiProcReplicator._checkChildLiveness", why="child exit codes"),
     Internal(_MULTIPROC, "MultiProcReplicator._childExited", ("_checkChildLiveness",), "child exit codes"),
     Internal("thespian.system.transport", "DEFAULT_MAX_TRANSMIT_PERIOD", why="the transmit timeout"),
     Internal(
-        "thespian.system.transport", "TransmitIntent.__init__", ("DEFAULT_MAX_TRANSMIT_PERIOD",), "the transmit timeout"
+        "thespian.system.transport",
+        "TransmitIntent.__init__",
+        ("DEFAULT_MAX_TRANSMIT_PERIOD",),
+        "the transmit timeout",
     ),
     Internal(_TCP, "LISTEN_DEPTH", why="the listen queue"),
     Internal(_TCP, "TCPTransport.__init__", ("LISTEN_DEPTH",), "the listen queue"),
     # thespian_patches
     Internal(
-        _TCP, "TCPTransport.interrupt_wait", ("_checkChildren", "_shutdownSignalled"), "one wake-up per child check"
+        _TCP,
+        "TCPTransport.interrupt_wait",
+        ("_checkChildren", "_shutdownSignalled"),
+        "one wake-up per child check",
     ),
-    Internal("thespian.system.transport", "ReceiveEnvelope.identify", why="log lines formatted only when logged"),
-    Internal("thespian.system.transport", "ReceiveEnvelope.__str__", ("identify",), "log lines formatted only when logged"),
-    Internal("thespian.system.transport", "TransmitIntent.identify", why="log lines formatted only when logged"),
+    Internal(
+        "thespian.system.transport", "ReceiveEnvelope.identify", why="log lines formatted only when logged"
+    ),
+    Internal(
+        "thespian.system.transport",
+        "ReceiveEnvelope.__str__",
+        ("identify",),
+        "log lines formatted only when logged",
+    ),
+    Internal(
+        "thespian.system.transport", "TransmitIntent.identify", why="log lines formatted only when logged"
+    ),
     # message_auth.patch_transport
     Internal(_TCP, "ReceiveBuffer", why="message authentication"),
     Internal(_TCP, "toSendBuffer", why="message authentication"),
     Internal(_TCP, "ackMsg", why="message authentication"),
     Internal(_TCP, "ackDataErrMsg", why="message authentication"),
     Internal(_TCP, "TCPTransport.serializer", ("toSendBuffer",), "message authentication"),
-    Internal(_TCP, "TCPTransport._addedDataToIncoming", ("ackMsg", "ackDataErrMsg", "data"), "message authentication"),
-    Internal(_TCP, "TCPTransport._check_XMIT_4_done", ("ackbuf", "completed", "ReceiveBuffer"), "message authentication"),
+    Internal(
+        _TCP,
+        "TCPTransport._addedDataToIncoming",
+        ("ackMsg", "ackDataErrMsg", "data"),
+        "message authentication",
+    ),
+    Internal(
+        _TCP,
+        "TCPTransport._check_XMIT_4_done",
+        ("ackbuf", "completed", "ReceiveBuffer"),
+        "message authentication",
+    ),
     Internal(_TCP, "TCPTransport._next_XMIT_3", ("ReceiveBuffer", "ackbuf"), "message authentication"),
     Internal(_TCP, "TCPIncoming_Common.__init__", ("ReceiveBuffer", "_rData"), "message authentication"),
     Internal(_TCP, "TCPIncoming_Common.data", ("_rData", "completed"), "message authentication"),
     Internal(_TCP, "TCPIncoming_Common.socket", why="message authentication"),
-    Internal(_BUFFER, "ReceiveBuffer.__init__", ("_buf", "_blen", "_size", "_extra"), "message authentication"),
+    Internal(
+        _BUFFER, "ReceiveBuffer.__init__", ("_buf", "_blen", "_size", "_extra"), "message authentication"
+    ),
     Internal(_BUFFER, "ReceiveBuffer.addMore", why="message authentication"),
     Internal(_BUFFER, "ReceiveBuffer.isDone", ("_size", "_blen"), "message authentication"),
     Internal(_BUFFER, "ReceiveBuffer.remainingAmount", why="message authentication"),
-    Internal(_BUFFER, "ReceiveBuffer.completed", ("_deserialize", "_buf", "_extra"), "message authentication"),
+    Internal(
+        _BUFFER, "ReceiveBuffer.completed", ("_deserialize", "_buf", "_extra"), "message authentication"
+    ),
     Internal(_BUFFER, "ackPacket", why="message authentication"),
     Internal(_BUFFER, "ackDataErrPacket", why="message authentication"),
     # system.child_pid, forget_child, tracked_child_addresses
     Internal("thespian.system.actorManager", "ActorManager._createInstance", ("_myRef",), "child PIDs"),
     Internal(_MULTIPROC, "MultiProcReplicator._startChildActor", ("_child_procs", "ChildInfo"), "child PIDs"),
     Internal(_MULTIPROC, "ChildInfo.__init__", ("childAddr", "childProc"), "child PIDs"),
-    Internal("thespian.system.systemCommon", "systemCommonBase.__init__", ("_addrManager", "_children"), "child bookkeeping"),
-    Internal("thespian.system.addressManager", "ActorAddressManager.__init__", ("_managed",), "child bookkeeping"),
-    Internal("thespian.system.addressManager", "ActorLocalAddress.__init__", ("addressInstanceNum",), "child bookkeeping"),
+    Internal(
+        "thespian.system.systemCommon",
+        "systemCommonBase.__init__",
+        ("_addrManager", "_children"),
+        "child bookkeeping",
+    ),
+    Internal(
+        "thespian.system.addressManager", "ActorAddressManager.__init__", ("_managed",), "child bookkeeping"
+    ),
+    Internal(
+        "thespian.system.addressManager",
+        "ActorLocalAddress.__init__",
+        ("addressInstanceNum",),
+        "child bookkeeping",
+    ),
     # system.ActorSystemHandle
-    Internal("thespian.actors", "ActorSystem._startupActorSys", ("_systemBase",), "closing this process's endpoint"),
-    Internal("thespian.system.systemBase", "systemBase.__init__", ("transport",), "closing this process's endpoint"),
+    Internal(
+        "thespian.actors", "ActorSystem._startupActorSys", ("_systemBase",), "closing this process's endpoint"
+    ),
+    Internal(
+        "thespian.system.systemBase", "systemBase.__init__", ("transport",), "closing this process's endpoint"
+    ),
     Internal("thespian.system.utilis", "_thesplog_file", why="the run directory's thespian.log"),
     Internal("thespian.system.utilis", "_thesplog_old_file", why="the run directory's thespian.log"),
     Internal("thespian.system.utilis", "thesplog", why="logging refused messages"),
@@ -103,10 +150,30 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("thespian.actors", "ActorSystemConventionUpdate.remoteAdminAddress", why="member announcements"),
     Internal("thespian.actors", "ActorSystemConventionUpdate.remoteCapabilities", why="member announcements"),
     Internal("thespian.actors", "ActorSystemConventionUpdate.remoteAdded", why="member announcements"),
-    Internal(_CONVENTION, "LocalConventionState.got_convention_register", ("ActorSystemConventionUpdate",), "member announcements"),
-    Internal(_CONVENTION, "LocalConventionState.capabilities_have_changed", ("setup_convention",), "rejoining a convention"),
-    Internal(_CONVENTION, "LocalConventionState.setup_convention", ("ConventionRegister",), "rejoining a convention"),
-    Internal(_CONVENTION, "LocalConventionState.got_convention_deregister", ("_remote_system_cleanup",), "forgetting lost members"),
+    Internal(
+        _CONVENTION,
+        "LocalConventionState.got_convention_register",
+        ("ActorSystemConventionUpdate",),
+        "member announcements",
+    ),
+    Internal(
+        _CONVENTION,
+        "LocalConventionState.capabilities_have_changed",
+        ("setup_convention",),
+        "rejoining a convention",
+    ),
+    Internal(
+        _CONVENTION,
+        "LocalConventionState.setup_convention",
+        ("ConventionRegister",),
+        "rejoining a convention",
+    ),
+    Internal(
+        _CONVENTION,
+        "LocalConventionState.got_convention_deregister",
+        ("_remote_system_cleanup",),
+        "forgetting lost members",
+    ),
     Internal("thespian.actors", "Actor.deRegisterRemoteSystem", why="forgetting lost members"),
     Internal("thespian.actors", "Actor.notifyOnSystemRegistrationChanges", why="member announcements"),
     Internal("thespian.actors", "Actor.updateCapability", why="rejoining a convention"),
@@ -159,7 +226,11 @@ def thespian_problems() -> list[str]:
     problems = []
     version = installed_version()
     if version != THESPIAN_VERSION:
-        problems.append(f"thespian {version} is installed, not {THESPIAN_VERSION}" if version else "thespian is not installed")
+        problems.append(
+            f"thespian {version} is installed, not {THESPIAN_VERSION}"
+            if version
+            else "thespian is not installed"
+        )
     for internal in INTERNALS:
         problem = _problem(internal)
         if problem is not None:

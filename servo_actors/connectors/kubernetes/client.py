@@ -278,7 +278,6 @@ def pod_path(namespace: str, name: str) -> str:
     return f"{pods_path(namespace)}/{_q(name)}"
 
 
-
 def events_path(namespace: str) -> str:
     return f"/api/v1/namespaces/{_q(namespace)}/events"
 

@@ -21,6 +21,7 @@ __all__ = [
     "targets_workload",
 ]
 
+
 def read_deployment(
     client: KubeClient, namespace: str, name: str, kind: str = "Deployment"
 ) -> dict[str, Any]:

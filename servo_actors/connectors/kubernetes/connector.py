@@ -191,7 +191,9 @@ class KubernetesConnector(Connector):
                 else:
                     try:
                         if deployment not in usages:  # one read for cpu and memory
-                            usages[deployment] = measurement.usage(client, namespace, deployment, kinds[deployment])
+                            usages[deployment] = measurement.usage(
+                                client, namespace, deployment, kinds[deployment]
+                            )
                     except KubeError as exc:
                         annotations[f"{self.name}:{metric}"] = f"metrics.k8s.io did not answer: {exc}"
                         continue
