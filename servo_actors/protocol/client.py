@@ -66,16 +66,11 @@ from servo_actors.config.secrets import read_token
 from servo_actors.errors import ConfigError, ProtocolError
 from servo_actors.observability import events
 from servo_actors.protocol.backoff import MIN_DELAY, BackoffPolicy, RetrySchedule, refusal_delay
+from servo_actors.protocol.commands import Command, OptimizerStatus
 from servo_actors.protocol.json_bounds import decode_reply
-from servo_actors.protocol.models import (
-    Command,
-    Event,
-    OptimizerStatus,
-    goodbye_param,
-    hello_param,
-    parse_reply,
-    request_body,
-)
+from servo_actors.protocol.reading import parse_reply
+from servo_actors.protocol.wire_types import Event
+from servo_actors.protocol.writing import goodbye_param, hello_param, request_body
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from servo_actors.protocol.models import OptimizerStatus
+from servo_actors.protocol.commands import OptimizerStatus
 
 log = logging.getLogger(__name__)
 
