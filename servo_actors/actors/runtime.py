@@ -17,26 +17,18 @@ Callers perform operations through ``OperationPath`` (operation_path.py), the on
 an operation from ``begin`` to its result or cancellation; ``run`` is that path with no extras.
 
 It owns one actor system (its own loopback port and session) and talks only to the Supervisor,
-always with a request id. An external ``listen`` returns the next message of any kind, and Thespian
-does not keep the order of messages: an answer may arrive while the runtime is waiting for
-something else (a ``Cancelled`` before the cancelled operation's ``Done``). Answers are therefore
-kept by request id (a bounded map) until asked for; progress and results of operations no longer
-current are dropped. All calls are made from one thread. Every wait is bounded or watched; ``stop``
-kills whatever is left.
+always with a request id, through ``SystemLink`` (system_link.py, its base): the answers kept by
+request id until asked for, the liveness watch of the system's processes, and the loss of the
+system (``lost``: killed at once, the operation in flight resolves ``failed`` with reason
+``supervisor-lost``), after which ``reboot`` starts a fresh one (a microreboot; the runner decides
+how often, see ``supervisor.microreboots``). Progress and results of operations no longer current
+are dropped. All calls are made from one thread. Every wait is bounded or watched; ``stop`` kills
+whatever is left.
 
-The runtime watches its own actor system (``watchdog.py``): the supervisor, Thespian's admin and
-logger are checked by PID and state, and the supervisor is pinged every
-``supervisor.liveness.interval`` seconds. A process that dies is noticed at the next check (within
-``LIVENESS_INTERVAL`` while waiting, within a progress slice otherwise, at once in ``idle_wait``:
-it waits on pidfds of those processes); one that is
-stopped or stops answering, within ``interval + timeout``. Then the system is ``lost``: it is
-killed at once, the operation in flight resolves ``failed`` with reason ``supervisor-lost``, and
-``reboot`` starts a fresh one (the runner decides how often, see ``supervisor.microreboots``).
-
-Nothing is sent to a supervisor that is stopped (SIGSTOP): Thespian would wait for its
-acknowledgement for its transmit timeout (5 s) and then drop the message without a word. The
-message waits in the runtime and goes out once the supervisor runs again. A cancel waits on a
-stopped supervisor only for ``CANCEL_DEADLINE``, and ``stop`` not at all: then the system is killed.
+The child specs and the supervisor's settings are built from the config by ``child_specs.py``.
+Nothing is sent to a supervisor that is stopped (SIGSTOP; see ``SystemLink._tell``): a cancel
+waits on a stopped supervisor only for ``CANCEL_DEADLINE``, and ``stop`` not at all: then the
+system is killed.
 """
 
 from __future__ import annotations
@@ -44,40 +36,45 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import itertools
 import logging
 import os
-import select
 import shutil
 import tempfile
 import threading
 import time
 import weakref
-from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from servo_actors.actors.convention.settings import convention_settings, system_options
+from servo_actors.actors.child_specs import child_specs, supervisor_settings
+from servo_actors.actors.convention.settings import system_options
 from servo_actors.actors.declared_times import DeclaredTimes
-from servo_actors.actors.linux import descendants, processes
-from servo_actors.actors.linux.watchdog import STOPPED_STATES, Watchdog
+from servo_actors.actors.linux import processes
 from servo_actors.actors.operation_path import CANCEL_DEADLINE, OperationPath
 from servo_actors.actors.rules import messages as m
 from servo_actors.actors.rules.restart_ledger import RestartLedger
 from servo_actors.actors.rules.results import OPERATIONS, OperationResult, aggregate
 from servo_actors.actors.rules.supervision_operation import operation_deadline
+from servo_actors.actors.system_link import (
+    ANSWERS_KEPT,
+    DRAIN_LIMIT,
+    DRAIN_SLICE,
+    FAILURE_POLL_INTERVAL,
+    LIVENESS_INTERVAL,
+    LOST_REASON,
+    PING_KIND,
+    PING_PREFIX,
+    SupervisorLost,
+    SystemLink,
+)
 from servo_actors.actors.transport.system import ActorSystemHandle
 from servo_actors.config.models import ServoConfig
 from servo_actors.connectors.base import Control
-from servo_actors.connectors.registry import resolve_connector_type, validate_connector_config
-from servo_actors.errors import ConfigError, SupervisorError
+from servo_actors.errors import SupervisorError
 from servo_actors.observability import events
-from servo_actors.vocabulary import SUPERVISOR_LOST
 
 __all__ = [
     "ANSWERS_KEPT",
@@ -109,10 +106,6 @@ CANCEL_MARGIN = 2.0
 """Seconds added to ``startup_timeout`` between warnings while fresh connectors are awaited."""
 STOP_CHECK = 0.1
 """How often a long wait (fresh connectors after a cancel or start) looks at its stop event."""
-ANSWERS_KEPT = 64
-"""Answers kept by request id until asked for (oldest dropped first): a handful are ever pending."""
-LOST_REASON = SUPERVISOR_LOST
-"""The reason word of an operation whose actor system was lost under it."""
 CANCELLED_RESULT_WAIT = 1.0
 """Seconds ``cancel`` waits for the cancelled operation's result once the connectors are back."""
 STOP_MARGIN = 0.5
@@ -120,27 +113,8 @@ STOP_MARGIN = 0.5
 RESULT_MARGIN = 5.0
 """Seconds past an operation's deadline before the runtime decides the supervisor will not answer."""
 STATUS_TIMEOUT = 5.0
-LIVENESS_INTERVAL = 0.25
-"""Longest listen before checking that the supervisor process is still alive."""
-DRAIN_SLICE = 0.0002
-"""Seconds per listen when draining without waiting (Thespian's listen(0) never reads anything)."""
-FAILURE_POLL_INTERVAL = 0.1
-"""``failure`` drains arrived messages at most this often (a drain costs a fraction of a ms)."""
-DRAIN_LIMIT = 100
-"""Most messages one drain handles, so a chatty connector cannot keep ``failure`` from returning."""
-PING_KIND = "ping"
-PING_PREFIX = f"{PING_KIND}-"
-"""Request ids of liveness pings start with this (``_new_id``)."""
 
 _log = logging.getLogger(__name__)
-_ids = itertools.count(1)
-
-
-class SupervisorLost(SupervisorError):
-    """The runtime's own actor system (supervisor, admin or logger) died, stopped or stopped
-    answering; it has been killed. Not terminal: ``reboot`` starts a fresh one."""
-
-    reason = LOST_REASON
 
 
 def _bound_external_tells(seconds: float) -> None:
@@ -183,57 +157,6 @@ class Operation:
         return f"<Operation {self.operation} {self.request_id} {state}>"
 
 
-def _validation_text(error: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in error.errors())
-
-
-def child_specs(config: ServoConfig) -> tuple[m.ChildSpec, ...]:
-    """The supervisor's child specs; ConfigError naming the connector whose type or config is wrong."""
-    default_shutdown = config.supervisor.shutdown_timeout
-    specs = []
-    for index, spec in enumerate(config.connectors):
-        where = f"connectors[{index}] ({spec.name})"
-        try:
-            cls = resolve_connector_type(spec.type)
-        except ConfigError as exc:
-            raise ConfigError(exc.detail, key=f"{where}.type") from None
-        try:
-            validate_connector_config(cls, spec.config)
-        except ValidationError as exc:
-            raise ConfigError(_validation_text(exc), key=f"{where}.config") from None
-        timeout = spec.shutdown_timeout if spec.shutdown_timeout is not None else default_shutdown
-        import_path = f"{cls.__module__}:{cls.__qualname__}"
-        specs.append(
-            m.ChildSpec(
-                spec.name,
-                spec.type,
-                spec.restart,
-                timeout,
-                dict(spec.config),
-                import_path,
-                max_result_bytes=config.supervisor.max_result_bytes,
-                descendant_tracking=config.supervisor.descendant_tracking,
-            )
-        )
-    return tuple(specs)
-
-
-def supervisor_settings(config: ServoConfig) -> m.SupervisorSettings:
-    sup = config.supervisor
-    return m.SupervisorSettings(
-        strategy=sup.strategy,
-        max_restarts=sup.max_restarts,
-        period=sup.period,
-        backoff_min=sup.restart_backoff.min,
-        backoff_max=sup.restart_backoff.max,
-        backoff_jitter=sup.restart_backoff.jitter,
-        operation_grace=sup.operation_grace,
-        startup_timeout=sup.startup_timeout,
-        failed_retry=sup.failed_retry,
-        convention=convention_settings(config),
-    )
-
-
 def _stop_at_exit(ref: weakref.ref[ServoRuntime]) -> None:
     runtime = ref()
     if runtime is not None:
@@ -241,7 +164,7 @@ def _stop_at_exit(ref: weakref.ref[ServoRuntime]) -> None:
             runtime.stop()
 
 
-class ServoRuntime:
+class ServoRuntime(SystemLink):
     """One servo's supervised connectors (see module docstring)."""
 
     def __init__(self, config: ServoConfig, *, run_dir: Path | None = None) -> None:
@@ -253,21 +176,9 @@ class ServoRuntime:
             run_dir = Path(config.supervisor.run_dir).expanduser()
         self._own_run_dir = run_dir is None
         self._run_dir = Path(run_dir) if run_dir is not None else None
-        self._system: ActorSystemHandle | None = None
-        self._supervisor: Any = None
+        super().__init__(config.supervisor.liveness.interval, config.supervisor.liveness.timeout)
         self._op: Operation | None = None
         self._children: tuple[m.ChildStatus, ...] = ()
-        self._supervisor_pid: int | None = None
-        self._polled_at = 0.0
-        self._exit_hook: Callable[[], None] | None = None
-        self._answers: OrderedDict[str, Any] = OrderedDict()
-        liveness = config.supervisor.liveness
-        self._watchdog = Watchdog(liveness.interval, liveness.timeout)
-        self._checked_at = 0.0
-        self._lost: SupervisorLost | None = None
-        self._deferred: list[Any] = []
-        """Messages for a supervisor that was stopped when they were told (see ``_tell``), in order.
-        Few: no ping goes out while it is stopped, and it is lost within ``liveness.timeout``."""
         # Restarts and escalations, read from the supervisor's answers (observability).
         self._restarts = RestartLedger(events.connector_restarted, events.escalated)
         events.track_children(self._restarts)
@@ -282,17 +193,8 @@ class ServoRuntime:
         self.stop()
 
     @property
-    def started(self) -> bool:
-        return self._system is not None and self._system.running
-
-    @property
     def run_dir(self) -> Path | None:
         return self._run_dir
-
-    @property
-    def session_id(self) -> int | None:
-        """The session id shared by every process of this runtime's actor system."""
-        return self._system.session_id if self._system else None
 
     def start(self, *, stop: threading.Event | None = None, patient: bool = False) -> bool:
         """Start the actor system, the supervisor and every connector; True once each answered or
@@ -446,24 +348,6 @@ class ServoRuntime:
         finally:
             self._kill_system()
             self._remove_run_dir()
-
-    def _kill_system(self) -> None:
-        """SIGKILL every process of the actor system at once (crash-only); the run dir stays."""
-        system, self._system, self._supervisor = self._system, None, None
-        self._supervisor_pid = None
-        self._answers.clear()
-        self._deferred.clear()
-        self._watchdog.reset()
-        if self._exit_hook is not None:
-            atexit.unregister(self._exit_hook)
-            self._exit_hook = None
-        if system is None:
-            return
-        survivors = system.kill()
-        if system.session_id is not None:  # processes that left the session, in its cgroups
-            survivors += descendants.release_session(system.session_id)
-        if survivors:
-            _log.error("processes %s of the actor system survived SIGKILL", survivors)
 
     def _remove_run_dir(self) -> None:
         if self._own_run_dir and self._run_dir is not None:
@@ -628,17 +512,6 @@ class ServoRuntime:
     # ----- state -------------------------------------------------------------------------------
 
     @property
-    def failure(self) -> SupervisorError | None:
-        """Set once the actor system was lost (``lost``: a ``reboot`` may bring it back). A connector
-        past its restart intensity is not a failure of the runtime: it is marked failed, the others
-        go on (``not_up``). Reading this polls the system at most every FAILURE_POLL_INTERVAL."""
-        now = time.monotonic()
-        if self._lost is None and self.started and now - self._polled_at >= FAILURE_POLL_INTERVAL:
-            self._polled_at = now
-            self.poll()
-        return self._lost
-
-    @property
     def not_up(self) -> dict[str, str]:
         """Connectors that are not up now, with why (``start-timeout``, ``crash-loop``, ``failed``,
         ``waiting``), as of the latest listing from the supervisor."""
@@ -648,41 +521,6 @@ class ServoRuntime:
     def not_up_why(self) -> dict[str, str]:
         """As ``not_up``, each with its latest failure in words (for logs and errors)."""
         return self._restarts.not_up_why()
-
-    @property
-    def lost(self) -> SupervisorLost | None:
-        """Set once the actor system was lost (see module docstring) and killed; ``reboot`` clears it."""
-        return self._lost
-
-    def poll(self) -> None:
-        """Handle the messages that have already arrived (progress, results, failure) and check the
-        actor system's processes (a liveness ping may go out); never waits."""
-        for _ in range(DRAIN_LIMIT):
-            if self._system is None:
-                return
-            message = self._system.listen(DRAIN_SLICE)
-            if message is None:
-                break
-            self._receive(message)
-        self._check_liveness(force=True)
-
-    def idle_wait(self, seconds: float, wake_fds: Iterable[int] = ()) -> None:
-        """Wait up to ``seconds`` with nothing in flight (a SLEEP); ``poll`` after it.
-
-        Ends at once when a watched process of the actor system ends (a pidfd) or one of
-        ``wake_fds`` is readable (a signal), and at the latest when the watchdog must look again
-        (a ping, its deadline, a stopped process's: ``Watchdog.next_check``), so an idle servo
-        wakes about once per ``supervisor.liveness.interval`` instead of every few hundred ms.
-        Without pidfds (Linux < 5.3) it waits at most ``LIVENESS_INTERVAL`` between looks.
-        """
-        now = time.monotonic()
-        pids = (
-            list(self._watchdog.watched.values()) if self._system is not None and self._lost is None else []
-        )
-        until_check = self._watchdog.next_check(now) - now
-        if pids and processes.wait_for_exit_or(pids, wake_fds, min(seconds, until_check)):
-            return
-        select.select(list(wake_fds), [], [], max(0.0, min(seconds, LIVENESS_INTERVAL)))
 
     @property
     def current(self) -> Operation | None:
@@ -699,145 +537,7 @@ class ServoRuntime:
             raise SupervisorError(f"the supervisor did not answer a status request within {timeout:g}s")
         return reply
 
-    def members(self) -> list[int]:
-        """Live PIDs of every process of the actor system (admin, logger, supervisor, connectors)."""
-        return self._system.members() if self._system else []
-
-    def own_processes(self) -> dict[str, int]:
-        """The watched processes of the actor system: ``supervisor``, ``Thespian admin``, ``Thespian
-        logger`` -> PID (known once the supervisor has answered ``start``)."""
-        return dict(self._watchdog.watched)
-
     # ----- messages ----------------------------------------------------------------------------
-
-    def _tell(self, message: Any) -> None:
-        """Send to the supervisor: it never blocks, so this returns at once. Gone: SupervisorLost
-        naming what died. Stopped (SIGSTOP): kept in ``_deferred`` and sent once it runs again
-        (``_check_liveness``), since Thespian would wait for it for its transmit timeout and then
-        drop the message silently; the watchdog decides meanwhile whether it is lost."""
-        if self._supervisor_pid is not None and self._system is not None and self._lost is None:
-            stat = processes.proc_stat(self._supervisor_pid)
-            if stat is None or not stat.alive:
-                # Thespian would retry a dead address for its transmit timeout.
-                self._lose(self._what_died())
-            elif stat.state in STOPPED_STATES or self._deferred:
-                self._deferred.append(message)  # behind any already waiting: order is kept
-                return
-        if self._lost is not None:
-            raise self._lost
-        if self._system is None:
-            raise SupervisorError("the connector runtime is not running")
-        try:
-            self._system.tell(self._supervisor, message)
-        except Exception as exc:  # Thespian's failures are not ServoErrors: name what is wrong
-            self._lose(f"the supervisor cannot be reached ({type(exc).__name__}: {exc})")
-            raise self._lost from None  # type: ignore[misc]  # _lose() just set it: never None here
-
-    @staticmethod
-    def _new_id(kind: str) -> str:
-        return f"{kind}-{os.getpid()}-{next(_ids)}"
-
-    def _require_running(self) -> None:
-        if self._lost is not None:
-            raise self._lost
-        if not self.started or self._supervisor is None:
-            raise SupervisorError("the connector runtime is not running")
-
-    def _await(self, request_id: str, timeout: float) -> Any:
-        """The answer to ``request_id`` (kept if it came early); None after ``timeout`` or once the
-        system is lost. Messages that arrive meanwhile are handled."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if request_id in self._answers:
-                return self._answers.pop(request_id)
-            if self._system is None or self._lost is not None:
-                return None
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            self._receive(self._listen(remaining))
-
-    def _listen(self, timeout: float) -> Any:
-        """The next message within ``timeout`` (at most ``LIVENESS_INTERVAL``), then a liveness check."""
-        assert self._system is not None
-        message = self._system.listen(min(timeout, LIVENESS_INTERVAL))
-        ping = self._watchdog.ping_id
-        if ping is not None and message is not None:
-            # Any message answers the ping: it shows the supervisor's loop turning, and the ping's
-            # own answer can wait seconds behind a large result (18 MB for a million points). It
-            # counts before the check: after a long gap it would look missing.
-            self._watchdog.answered(ping, time.monotonic())
-        self._check_liveness(force=message is None)
-        return message
-
-    def _check_liveness(self, *, force: bool = False) -> None:
-        """Ask the watchdog about the system's processes; send a ping when one is due."""
-        if self._system is None or self._lost is not None:
-            return
-        now = time.monotonic()
-        if not force and now - self._checked_at < FAILURE_POLL_INTERVAL:
-            return
-        self._checked_at = now
-        if self._supervisor_pid is not None and not self._watchdog.watched:
-            self._watch_processes(self._supervisor_pid)
-        problem = self._watchdog.verdict(now, processes.proc_stat)
-        if problem is not None:
-            self._lose(problem)
-            return
-        if self._deferred and not self._watchdog.stopped("supervisor"):
-            self._send_deferred()
-        if self._watchdog.ping_due(now):
-            request = m.GetStatus(self._new_id(PING_KIND))
-            self._watchdog.ping_sent(request.request_id, now)
-            with contextlib.suppress(SupervisorLost):
-                self._tell(request)
-
-    def _send_deferred(self) -> None:
-        """The supervisor runs again: what was told while it was stopped goes out now, in order."""
-        waiting, self._deferred = self._deferred, []
-        for message in waiting:
-            with contextlib.suppress(SupervisorLost):  # its waiter finds out from ``lost``
-                self._tell(message)
-
-    def _what_died(self) -> str:
-        """The verdict on a supervisor found dead: the process whose death explains it (its parent,
-        Thespian's admin, or the logger, whose death ends the admin), with what went with it."""
-        if self._supervisor_pid is not None and not self._watchdog.watched:
-            self._watch_processes(self._supervisor_pid)
-        verdict = self._watchdog.verdict(time.monotonic(), processes.proc_stat)
-        return verdict or f"the supervisor (pid {self._supervisor_pid}) died"
-
-    def _watch_processes(self, supervisor_pid: int) -> None:
-        """Watch the supervisor, its parent (Thespian's admin) and the admin's other child (the logger).
-
-        Each depends on the next: the supervisor dies with the admin (parent death), the admin
-        exits when its logger dies (measured: 20-30 ms later each), so when several are gone the
-        verdict names the one that went first.
-        """
-        self._watchdog.watch("supervisor", supervisor_pid, depends_on="Thespian admin")
-        stat = processes.proc_stat(supervisor_pid)
-        if stat is None or self._system is None or self._system.session_id is None:
-            return  # gone already: the next verdict says so
-        admin = processes.proc_stat(stat.ppid)
-        if admin is None or admin.sid != self._system.session_id:
-            return
-        self._watchdog.watch("Thespian admin", admin.pid, depends_on="Thespian logger")
-        for child in processes.children_of(admin.pid):
-            if child.pid != supervisor_pid and child.alive and child.sid == admin.sid:
-                self._watchdog.watch("Thespian logger", child.pid)
-                break
-
-    def _lose(self, why: str) -> None:
-        """The actor system is lost: kill all of it now, fail the operation in flight."""
-        if self._lost is not None:
-            return
-        text = f"{why}; the actor system was killed and its connectors with it"
-        _log.error("%s", text)
-        self._lost = SupervisorLost(text)
-        op = self._op
-        if op is not None and op.result is None:
-            op.result = aggregate(op.operation, [], extra_problem=("failed", LOST_REASON, text))
-        self._kill_system()
 
     def _receive(self, message: Any) -> None:
         if message is not None:
@@ -865,14 +565,9 @@ class ServoRuntime:
                 events.operation_finished(op.operation, time.monotonic() - op.started)
             # A result of an operation no longer current: nobody waits for it.
         elif message is not None and isinstance(getattr(message, "request_id", None), str):
-            # An answer (Ready, Cancelled, Stopped, Status): kept until asked for, since it may
-            # arrive before the message its asker waits for first.
-            request_id = message.request_id
-            if request_id == self._watchdog.ping_id:
-                self._watchdog.answered(request_id, time.monotonic())
-                return
-            if request_id.startswith(PING_PREFIX):
-                return  # a ping another message answered first (_listen): nobody waits for it
-            self._answers[request_id] = message
-            while len(self._answers) > ANSWERS_KEPT:
-                self._answers.popitem(last=False)
+            self._keep_answer(message)
+
+    def _lost_under_operation(self, text: str) -> None:
+        op = self._op
+        if op is not None and op.result is None:
+            op.result = aggregate(op.operation, [], extra_problem=("failed", LOST_REASON, text))
