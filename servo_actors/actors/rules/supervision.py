@@ -38,6 +38,18 @@ The rules (Erlang/OTP's ``supervisor``, with ``restart_policy`` for the arithmet
   fails ``host-lost`` or ``host-unavailable``. Neither is a crash (no backoff, no count against
   intensity): a lost one starts again at once wherever a host can take it, an unplaced one waits
   (WAITING: its parts fail at once) until a host can (``HostAvailable``), or a cancel tries again.
+
+Why one module over 400 lines (issue 24): ``Supervision`` is one state machine over one state (the
+children, the operation in flight, the effects of the event being handled), and its operation
+handling and its restart handling act on each other within a single event: a crash, a failed
+start, a lost host or a stop fails the operation's part (``_failed``, ``_give_up``,
+``_child_exited``, ``_child_host_lost`` call ``_fail_part``); an operation's deadline, a cancel
+or a stop kills and restarts children (``_deadline``, ``_cancel``, ``_begin_stopping`` call
+``_kill``); a child that comes up is given its part (``_child_ready`` calls ``_dispatch``). Cut in
+two, each half would call the other's private methods on the shared state, so the cut would
+separate nothing. What is separable already is apart: the operation's bookkeeping
+(``supervision_operation.OperationInFlight``), the events and effects (``supervision_events``),
+the restart arithmetic (``restart_policy``) and the placement on hosts (``placement``).
 """
 
 from __future__ import annotations
