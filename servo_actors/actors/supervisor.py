@@ -482,6 +482,8 @@ class Supervisor(Actor):
         code = system.pop_exit_code(proc.pid, proc.started)
         if code is None and proc.pid is not None:
             code = processes.exit_status_nowait(proc.pid)
+        if code is None:  # reaped by multiprocessing when another host was forked
+            code = system.reaped_exit_code(self, proc.pid)
         self._sweep_due = True
         return ChildExited(proc.name, proc.generation, code)
 

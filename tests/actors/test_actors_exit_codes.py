@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
+from types import SimpleNamespace
 
 from servo_actors.actors.linux import processes
 from servo_actors.actors.linux.descendants import unclaimed_children
@@ -47,6 +49,55 @@ def test_the_patched_reaper_records_the_code_under_pid_and_start_time() -> None:
     info = ChildInfo(None, None, child, 0)
     assert MultiProcReplicator._checkChildLiveness(info) is False
     assert system.pop_exit_code(child.pid, started) == 7
+
+
+def _segfault() -> None:
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def test_a_child_reaped_by_the_next_fork_still_has_its_exit_code() -> None:
+    """multiprocessing reaps every finished child when it starts another (Process.start polls them):
+    a host that crashed just before the supervisor forked a fresh one is gone, out of waitid's
+    reach and unrecorded; its Process object (Thespian's ChildInfo) still says how it ended.
+    Before this, the part's message said 'exited' instead of 'killed by SIGSEGV' (1 run in ~30
+    of test_fault_in_each_operation[segfault] under load)."""
+    from thespian.system.multiprocCommon import ChildInfo
+
+    context = multiprocessing.get_context("fork")
+    crashed = context.Process(target=_segfault)
+    crashed.start()
+    assert system.wait_until_gone([crashed.pid], timeout=5) == []  # a zombie, not yet reaped
+    fresh = context.Process(target=_exit_with, args=(0,))
+    fresh.start()  # reaps the zombie on its way
+    fresh.join(5)
+    assert processes.exit_status_nowait(crashed.pid) is None  # reaped: waitid knows nothing
+    actor = SimpleNamespace(_myRef=SimpleNamespace(_child_procs=[ChildInfo(None, None, crashed, 0)]))
+    assert system.reaped_exit_code(actor, crashed.pid) == -signal.SIGSEGV
+    assert system.reaped_exit_code(actor, fresh.pid) is None  # not one of this actor's children
+    assert system.reaped_exit_code(SimpleNamespace(), crashed.pid) is None  # internals not as expected
+
+
+def test_a_host_is_reaped_only_by_thespian_whose_reaper_records_its_code() -> None:
+    """``child_pid`` takes the host's Process out of multiprocessing's list of children, so the
+    next fork leaves the crashed host a zombie, for Thespian's (patched, recording) reaper."""
+    from thespian.system.multiprocCommon import ChildInfo, MultiProcReplicator
+
+    system._patch_thespian()
+    context = multiprocessing.get_context("fork")
+    crashed = context.Process(target=_segfault)
+    crashed.start()
+    address = object()
+    info = ChildInfo(address, None, crashed, 0)
+    actor = SimpleNamespace(_myRef=SimpleNamespace(_child_procs=[info]))
+    assert system.child_pid(actor, address) == crashed.pid
+    started = processes.start_ticks(crashed.pid)
+    assert system.wait_until_gone([crashed.pid], timeout=5) == []  # a zombie
+    fresh = context.Process(target=_exit_with, args=(0,))
+    fresh.start()
+    fresh.join(5)
+    assert processes.exit_status_nowait(crashed.pid) == -signal.SIGSEGV  # still there to be read
+    assert MultiProcReplicator._checkChildLiveness(info) is False
+    assert system.pop_exit_code(crashed.pid, started) == -signal.SIGSEGV
 
 
 def _stat(pid: int, state: str = "S") -> ProcStat:

@@ -341,6 +341,8 @@ class MemberAgent(Actor):
         code = system.pop_exit_code(hosted.pid, hosted.started)
         if code is None and hosted.pid is not None:
             code = processes.exit_status_nowait(hosted.pid)
+        if code is None:  # reaped by multiprocessing when another host was forked
+            code = system.reaped_exit_code(self, hosted.pid)
         descendants.sweep(descendants.thespian_children(self))
         with contextlib.suppress(Exception):
             system.forget_child(self, hosted.address)

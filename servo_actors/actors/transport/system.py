@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import multiprocessing.process
 import os
 import socket
 import time
@@ -63,6 +64,7 @@ __all__ = [
     "free_loopback_port",
     "pop_exit_code",
     "port_is_taken",
+    "reaped_exit_code",
     "record_exit_code",
     "sessions_started",
     "tracked_child_addresses",
@@ -204,17 +206,46 @@ def forget_child(actor: Any, address: Any) -> None:
     managed[index] = None
 
 
+def reaped_exit_code(actor: Any, pid: int | None) -> int | None:
+    """The exit code of ``actor``'s child ``pid`` as its ``multiprocessing.Process`` keeps it, or None.
+
+    ``multiprocessing`` reaps every finished child whenever the process starts another one
+    (``Process.start`` polls them all first): a child that died just before the supervisor forked a
+    fresh host is then gone, unrecorded (``record_exit_code`` only sees Thespian's own liveness
+    checks) and out of ``waitid``'s reach; only its Process object still knows how it ended.
+    """
+    if pid is None:
+        return None
+    manager = getattr(actor, "_myRef", None)
+    for info in getattr(manager, "_child_procs", None) or ():
+        proc = getattr(info, "childProc", None)
+        if getattr(proc, "pid", None) == pid:
+            popen = getattr(proc, "_popen", None)
+            code = getattr(popen, "returncode", None)  # set once reaped; no wait here
+            if isinstance(code, int):
+                return code
+    return None
+
+
 def child_pid(actor: Any, address: Any) -> int | None:
     """The PID of the child actor ``actor`` just created at ``address``, or None if not found.
 
     Thespian forks the child inside ``createActor`` and keeps its ``multiprocessing.Process``; the
     PID is known at once, before the child has run a line of its own, so it can be killed from
     the first moment.
+
+    It also takes the child's Process out of ``multiprocessing``'s own list of children: that list
+    is polled, and every finished child in it reaped, whenever this process starts another one, so
+    a host that crashed just before the next fork would be reaped there, its exit code seen by
+    nobody. Thespian's liveness check (patched to record the code) is then the only reaper.
     """
     manager = getattr(actor, "_myRef", None)
     for info in getattr(manager, "_child_procs", None) or ():
         if getattr(info, "childAddr", None) is address:
-            return getattr(getattr(info, "childProc", None), "pid", None)
+            proc = getattr(info, "childProc", None)
+            with contextlib.suppress(Exception):  # internals not as in CPython 3.11-3.13
+                multiprocessing.process._children.discard(proc)  # type: ignore[attr-defined]  # private, stable since 3.4
+            return getattr(proc, "pid", None)
     return None
 
 
