@@ -6,6 +6,7 @@ Each case runs in a process of its own: signal handlers and the process's watche
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -20,9 +21,20 @@ CASE_TIMEOUT = 30.0
 pytestmark = pytest.mark.timeout(60)
 
 
+def _default_dispositions() -> None:
+    # As a terminal starts a program: a suite started in the background by a shell without job
+    # control inherits SIGINT (and SIGQUIT) ignored, and give_back_process rightly gives that back.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def run_case(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=CASE_TIMEOUT
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=CASE_TIMEOUT,
+        preexec_fn=_default_dispositions,
     )
 
 
