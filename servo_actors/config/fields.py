@@ -1,0 +1,77 @@
+"""What every model of servo.yaml is built from: the ``Duration`` field type, the shared patterns
+and defaults, the strict base model, ``split_optimizer_id``."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, WithJsonSchema
+
+from servo_actors.config import defaults
+from servo_actors.durations import parse_duration
+
+__all__ = [
+    "APP_RE",
+    "CAPABILITY_PATTERN",
+    "DEFAULT_BASE_URL",
+    "DEFAULT_MAX_RESULT_BYTES",
+    "DescendantTracking",
+    "Duration",
+    "ORG_RE",
+    "split_optimizer_id",
+    "_DURATION_PATTERN",
+    "_NUMBER",
+    "_Strict",
+    "_positive",
+]
+
+_NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"
+_DURATION_PATTERN = rf"^\s*(?:{_NUMBER}|(?:{_NUMBER}(?:ns|us|µs|ms|s|m|h|d))+)\s*$"
+
+Duration = Annotated[
+    float,
+    BeforeValidator(parse_duration),
+    # The schema says what a user may write (a number or a string like "5s"), not the float it becomes.
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0},
+                {"type": "string", "pattern": _DURATION_PATTERN},
+            ],
+            "description": "seconds, or a string such as '250ms', '5s', '1m30s', '2h'",
+        }
+    ),
+]
+"""Seconds; accepts numbers and strings like ``250ms``, ``5s``, ``1m30s``, ``2h``."""
+
+ORG_RE = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9.-]{4,49}$")
+APP_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+DEFAULT_BASE_URL = "https://api.opsani.com"
+DEFAULT_MAX_RESULT_BYTES = defaults.MAX_RESULT_BYTES
+"""Default bound of one connector's result, pickled (supervisor.max_result_bytes; config.defaults)."""
+DescendantTracking = Literal["auto", "cgroup-v2", "cgroup-v1", "subreaper"]
+CAPABILITY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+"""A capability's name, as ``servo-actors agent --capability NAME[=VALUE]`` offers it."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True, use_attribute_docstrings=True)
+
+
+def split_optimizer_id(value: str) -> tuple[str, str]:
+    """``("example.com", "web")`` from ``"example.com/web"``; ValueError naming the rule broken."""
+    org, sep, app = value.partition("/")
+    if not sep:
+        raise ValueError(f"{value!r} is not ORG/APP")
+    if not ORG_RE.match(org):
+        raise ValueError(f"ORG {org!r} must be 5-50 characters of [A-Za-z0-9.-], not starting with '-'")
+    if not APP_RE.match(app):
+        raise ValueError(f"APP {app!r} must be 1-64 characters of [A-Za-z0-9_.-]")
+    return org, app
+
+
+def _positive(value: float) -> float:
+    if value <= 0:
+        raise ValueError("must be more than 0")
+    return value

@@ -1,0 +1,92 @@
+"""The ``prometheus`` connector: metrics are PromQL range queries over the measurement window.
+
+A MEASURE waits out ``warmup + duration`` (the window is the part after the warmup), then
+``delay`` more so the last scrape of the window lands, then runs one range query per requested
+metric, concurrently, and returns every series of each metric under its own id::
+
+    connectors:
+      - name: prom
+        type: prometheus
+        config:
+          base_url: http://127.0.0.1:9090
+          timeout: 10s
+          metrics:
+            - {name: throughput, unit: rps, query: 'sum(rate(http_requests_total[1m]))'}
+            - {name: p99_latency, unit: s, step: 5s, absent: fail,
+               query: 'histogram_quantile(0.99, sum by (le) (rate(latency_seconds_bucket[1m])))'}
+
+While the window runs, the service-level conditions the optimizer sends in
+``control.userdata["slo"]["conditions"]`` (``{metric, threshold, keep, trigger_count}``) are
+evaluated every ``fast_fail_period`` with instant queries; a condition that fails
+``trigger_count`` evaluations in a row ends the measurement at once as
+``aborted``/``slo-violation``, so a bad configuration is not endured for the whole window.
+
+The package's modules: ``config`` (``PrometheusConfig``, ``PrometheusMetric``), ``slo`` (the
+fast-fail conditions), ``series`` (results in wire shape), ``http`` (the only users of
+``requests`` and ``prometheus_api_client``) and ``connector`` (``PrometheusConnector``: the
+measurement loop, the queries and the checks). Every name is importable from the package, as it
+was when this was one module.
+"""
+
+from __future__ import annotations
+
+from servo_actors.connectors.prometheus.config import (
+    DEFAULT_BASE_URL,
+    MIN_FAST_FAIL_PERIOD,
+    AbsentPolicy,
+    PrometheusConfig,
+    PrometheusMetric,
+    _Strict,
+)
+from servo_actors.connectors.prometheus.connector import (
+    MAX_QUERY_THREADS,
+    POLL_INTERVAL,
+    PrometheusConnector,
+    _iso,
+    _phase,
+)
+from servo_actors.connectors.prometheus.http import (
+    _API_ERROR,
+    RETRY_BACKOFF_FACTOR,
+    PrometheusHttp,
+    _api_error,
+    _root_cause,
+)
+from servo_actors.connectors.prometheus.series import (
+    MAX_POINTS_PER_SERIES,
+    RangeResult,
+    _escape_label,
+    _number,
+    _to_series,
+    effective_step,
+    series_id,
+)
+from servo_actors.connectors.prometheus.slo import SloCondition, ViolationStreak
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "MAX_POINTS_PER_SERIES",
+    "MAX_QUERY_THREADS",
+    "MIN_FAST_FAIL_PERIOD",
+    "POLL_INTERVAL",
+    "RETRY_BACKOFF_FACTOR",
+    "_API_ERROR",
+    "AbsentPolicy",
+    "PrometheusConfig",
+    "PrometheusConnector",
+    "PrometheusHttp",
+    "PrometheusMetric",
+    "RangeResult",
+    "SloCondition",
+    "ViolationStreak",
+    "_Strict",
+    "_api_error",
+    "_escape_label",
+    "_iso",
+    "_number",
+    "_phase",
+    "_root_cause",
+    "_to_series",
+    "effective_step",
+    "series_id",
+]
