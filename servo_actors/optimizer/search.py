@@ -10,24 +10,14 @@ settings (on the described grid, enums from their values, pinned settings never 
 them and MEASUREs with the plan's control. The proposal for step ``n`` uses an RNG seeded with
 ``(plan.seed, n)``, so a run is reproducible and a resumed run proposes what the first would have.
 
-What a step records:
-
-- ``settings``: what the ADJUST result says is in force (else what was asked for).
-- ``metrics``: one number per metric. A metric given as time series is reduced to the mean of
-  every point of every series (series are instances or label sets of the same quantity, so all
-  points weigh the same); a single reading ``{"value": v}`` is taken as it is. Points that are
-  not finite numbers are ignored; a metric with no usable point is absent.
-- ``status``: the servo's status (``ok``, ``failed``, ``rejected``, ``aborted``, ``cancelled``),
-  ``failed`` with reason ``lost`` when no result came after ``COMMAND_ATTEMPTS`` issues.
-- ``feasible``: status ``ok`` and every constraint met; a constraint on a missing metric is not met.
-- ``objective``: the objective metric's value (None when missing).
+What a step records (its settings in force, one number per metric, the servo's status, whether
+it is feasible, its objective): steps.py; how ``/admin/state`` and the state file show the steps,
+the recommendation and the command in flight: search_views.py.
 
 The recommendation (``best``): after the search steps, the best-looking settings are measured
 again (``plan.confirm``, confirm.py) as *confirmation steps* (``confirms``: the first step at those
-settings). The recommendation is the best point (all steps at one set of settings) whose readings
-meet every constraint with a margin of ``confirm.sigmas`` standard errors; until one does, the best
-step not rejected, labelled ``confirmed: false``. ``/admin/state`` shows each constraint's mean
-value, its standard error and the number of readings behind it.
+settings). The recommendation is the best point whose readings meet every constraint with a
+margin of ``confirm.sigmas`` standard errors (search_views.py says what ``/admin/state`` shows).
 
 When things go wrong the search goes on:
 
@@ -51,42 +41,34 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from servo_actors.optimizer.confirm import (
-    evidence,
-    next_to_confirm,
-    points,
-    recommend,
-    rejected_steps,
-    verdict,
+from servo_actors.optimizer.confirm import next_to_confirm, recommend
+from servo_actors.optimizer.plan import Plan, parse_plan, plan_summary
+from servo_actors.optimizer.search_views import (
+    InFlight,
+    best_json,
+    confirmation_json,
+    current_json,
+    space_json,
+    state_document,
+    steps_json,
 )
-from servo_actors.optimizer.plan import Objective, Plan, parse_plan, plan_summary
 from servo_actors.optimizer.steps import (
-    STATE_VERSION,
     STATUSES,
     StepRecord,
-    assess,
+    applied_settings,
     finite,
     load_steps,
     reduce_metrics,
+    step_trial,
     write_atomically,
 )
-from servo_actors.optimizer.strategy import (
-    SearchSpace,
-    Settings,
-    StrategyOptions,
-    Trial,
-    constraint_margin,
-    propose,
-    replay,
-)
+from servo_actors.optimizer.strategy import SearchSpace, Settings, StrategyOptions, propose, replay
 from servo_actors.vocabulary import ADJUST, DESCRIBE, MEASURE, RESULT_EVENT, SLEEP
 
 __all__ = [
@@ -99,39 +81,6 @@ log = logging.getLogger(__name__)
 # A command is issued at most this many times when its result never comes (and DESCRIBE when it fails).
 COMMAND_ATTEMPTS = 3
 _RESULT_EVENTS = RESULT_EVENT
-
-
-def _trial(objective: Objective, record: StepRecord) -> Trial:
-    judged = assess(objective, record)
-    score = None
-    if judged.objective is not None:
-        score = judged.objective if objective.sense == "minimize" else -judged.objective
-    # Per constraint, how far from its bound: the strategy models each one (inf when unknown).
-    margins = tuple(
-        constraint_margin(record.metrics.get(c.metric), c.op, c.bound) if record.status == "ok" else math.inf
-        for c in objective.constraints
-    )
-    return Trial(
-        record.settings, score, judged.violation, informative=record.status != "cancelled", margins=margins
-    )
-
-
-@dataclass
-class _InFlight:
-    """The command handed out and not yet answered."""
-
-    kind: Literal["describe", "baseline", "adjust", "measure"]
-    n: int
-    command: dict[str, Any]
-    settings: Settings | None = None
-    attempts: int = 1
-    confirms: int | None = None
-    cancelled: str | None = None
-    progress: float | None = None
-    message: str | None = None
-
-    def uid(self) -> str | None:
-        return self.command.get("cmd_uid")
 
 
 class SearchDriver:
@@ -159,7 +108,7 @@ class SearchDriver:
         self._steps: list[StepRecord] = []
         self._space: SearchSpace | None = None
         self._described_metrics: list[str] = []
-        self._inflight: _InFlight | None = None
+        self._inflight: InFlight | None = None
         self._pending_measure: tuple[int, Settings, int | None] | None = None
         self._describe_attempts = 0
         self._persist_error: str | None = None
@@ -214,7 +163,7 @@ class SearchDriver:
             self._described(inflight, status, reason, message, result.get("descriptor"))
         elif inflight.kind == "adjust" and status == "ok":
             self._inflight = None
-            applied = _applied(inflight.settings or {}, result.get("state"))
+            applied = applied_settings(inflight.settings or {}, result.get("state"))
             self._pending_measure = (inflight.n, applied, inflight.confirms)
             self._persist()
         else:
@@ -228,17 +177,17 @@ class SearchDriver:
             inflight.cancelled = reason or "cancelled"
 
     def state(self) -> dict[str, Any]:
-        status = replay([_trial(self.plan.objective, r) for r in self._steps], self._options)
+        status = replay([step_trial(self.plan.objective, r) for r in self._steps], self._options)
         return {
             "phase": self._phase,
             "message": self._message,
             "plan": plan_summary(self.plan),
-            "current": self._current_json(),
-            "steps": self._steps_json(),
-            "best": self._best_json(),
-            "confirmation": self._confirmation_json(),
+            "current": current_json(self._inflight),
+            "steps": steps_json(self.plan, self._steps),
+            "best": best_json(self.plan, self._steps, self._phase),
+            "confirmation": confirmation_json(self.plan, self._steps),
             "search": {"radius": status.radius, "exploring": status.exploring},
-            "space": self._space_json(),
+            "space": space_json(self._space),
             "state_file": str(self.state_file) if self.state_file else None,
             "persist_error": self._persist_error,
         }
@@ -304,7 +253,7 @@ class SearchDriver:
         settings: Settings | None = None,
         confirms: int | None = None,
     ) -> dict[str, Any]:
-        self._inflight = _InFlight(kind, n, command, settings, confirms=confirms)
+        self._inflight = InFlight(kind, n, command, settings, confirms=confirms)
         return command
 
     def _sleep(self) -> dict[str, Any]:
@@ -313,7 +262,7 @@ class SearchDriver:
 
     def _propose(self, n: int) -> Settings:
         assert self._space is not None
-        history = [_trial(self.plan.objective, record) for record in self._steps]
+        history = [step_trial(self.plan.objective, record) for record in self._steps]
         rng = random.Random(f"{self.plan.seed}/{n}")
         return propose(self._space, history, rng, self._options)
 
@@ -347,7 +296,7 @@ class SearchDriver:
 
     # -- results --------------------------------------------------------------------------------
 
-    def _matching(self, command: Mapping[str, Any]) -> _InFlight | None:
+    def _matching(self, command: Mapping[str, Any]) -> InFlight | None:
         """The command in flight if ``command`` is it (same cmd, and same cmd_uid once known)."""
         inflight = self._inflight
         if inflight is None or command.get("cmd") != inflight.command.get("cmd"):
@@ -359,7 +308,7 @@ class SearchDriver:
             return inflight
         return inflight if uid == inflight.uid() else None
 
-    def _result_never_came(self, inflight: _InFlight) -> None:
+    def _result_never_came(self, inflight: InFlight) -> None:
         """The servo asked for the next command while ``inflight`` was unanswered."""
         if inflight.cancelled is not None:
             self._finish(inflight, "cancelled", inflight.cancelled, "cancelled; no result was posted", {})
@@ -368,7 +317,7 @@ class SearchDriver:
             self._message = "no DESCRIPTION came"
         elif inflight.attempts < COMMAND_ATTEMPTS:
             command = {key: value for key, value in inflight.command.items() if key != "cmd_uid"}
-            self._inflight = _InFlight(
+            self._inflight = InFlight(
                 inflight.kind,
                 inflight.n,
                 command,
@@ -381,7 +330,7 @@ class SearchDriver:
             self._finish(inflight, "failed", "lost", message, {})
 
     def _described(
-        self, inflight: _InFlight, status: str, reason: str | None, message: str | None, descriptor: object
+        self, inflight: InFlight, status: str, reason: str | None, message: str | None, descriptor: object
     ) -> None:
         self._inflight = None
         if status != "ok":
@@ -408,7 +357,7 @@ class SearchDriver:
 
     def _finish(
         self,
-        inflight: _InFlight,
+        inflight: InFlight,
         status: str,
         reason: str | None,
         message: str | None,
@@ -432,130 +381,12 @@ class SearchDriver:
             self._phase = "search" if self._space is not None and self._space.free else "done"
         self._persist()
 
-    # -- views ----------------------------------------------------------------------------------
-
-    def _step_json(self, record: StepRecord, rejected: set[int] | None = None) -> dict[str, Any]:
-        judged = assess(self.plan.objective, record)
-        return {
-            "n": record.n,
-            "settings": record.settings,
-            "metrics": record.metrics,
-            "status": record.status,
-            "reason": record.reason,
-            "message": record.message,
-            "feasible": judged.feasible,
-            "objective": judged.objective,
-            "constraints": judged.constraints,
-            "finished_at": record.finished_at,
-            "confirms": record.confirms,
-            "rejected": record.n in rejected if rejected is not None else False,
-        }
-
-    def _steps_json(self) -> list[dict[str, Any]]:
-        rejected = rejected_steps(self.plan.objective, self._steps, self.plan.confirm)
-        return [self._step_json(record, rejected) for record in self._steps]
-
-    def _best_json(self) -> dict[str, Any] | None:
-        chosen = recommend(self.plan.objective, self._steps, self.plan.confirm)
-        if chosen is None:
-            return None
-        point = chosen.point
-        names = sorted({name for record in point.readings for name in record.metrics})
-        metrics = {name: value for name in names if (value := point.mean(name)) is not None}
-        if self.plan.confirm.repeats == 0:
-            note = "confirmation is off (confirm.repeats: 0): a single reading"
-        elif chosen.confirmed:
-            sigmas = f"{self.plan.confirm.sigmas:g}"
-            note = f"{len(point.readings)} readings, every constraint held by {sigmas} standard errors"
-        else:
-            needed = 1 + self.plan.confirm.repeats
-            # The label says "not confirmed" (console, demo): the note says why, without repeating it.
-            note = f"{len(point.readings)} of {needed} readings"
-            if not point.confirmations and self._phase in ("done", "failed"):
-                examined = sum(1 for p in points(self._steps) if p.confirmations)
-                note += f" (the {examined} settings measured again before it did not hold up)"
-            elif not point.confirmations:
-                note += " (not measured again yet)"
-            elif verdict(self.plan.objective, point, self.plan.confirm) == "unconfirmed":
-                note += " (confirmation was cancelled)"
-        return {
-            "step": point.first,
-            "settings": point.settings,
-            "metrics": metrics,
-            "objective": point.mean(self.plan.objective.metric),
-            "uncertainty": {name: point.standard_error(name) for name in names},
-            "readings": len(point.readings),
-            "steps": [record.n for record in point.readings],
-            "confirmed": chosen.confirmed,
-            "note": note,
-            "constraints": [e.as_json() for e in chosen.evidence],
-        }
-
-    def _confirmation_json(self) -> dict[str, Any]:
-        spec = self.plan.confirm
-        examined = []
-        # In the order they were examined.
-        for point in sorted(
-            (p for p in points(self._steps) if p.confirmations), key=lambda p: p.confirmations[0].n
-        ):
-            if point.confirmations:
-                judged = evidence(self.plan.objective, point, spec.sigmas)
-                examined.append(
-                    {
-                        "step": point.first,
-                        "settings": point.settings,
-                        "readings": len(point.readings),
-                        "verdict": verdict(self.plan.objective, point, spec),
-                        "constraints": [e.as_json() for e in judged],
-                    }
-                )
-        return {**spec.model_dump(), "examined": examined}
-
-    def _current_json(self) -> dict[str, Any] | None:
-        inflight = self._inflight
-        if inflight is None:
-            return None
-        return {
-            "cmd": inflight.command.get("cmd"),
-            "cmd_uid": inflight.uid(),
-            "step": inflight.n,
-            "kind": inflight.kind,
-            "settings": inflight.settings,
-            "attempt": inflight.attempts,
-            "progress": inflight.progress,
-            "message": inflight.message,
-            "cancelled": inflight.cancelled,
-        }
-
-    def _space_json(self) -> list[dict[str, Any]]:
-        if self._space is None:
-            return []
-        return [
-            {
-                "setting": p.label,
-                "type": p.kind,
-                "min": p.minimum if p.kind == "range" else None,
-                "max": p.maximum if p.kind == "range" else None,
-                "step": p.step if p.kind == "range" else None,
-                "values": list(p.values) if p.kind == "enum" else None,
-                "pinned": p.pinned,
-                "value": p.value,
-            }
-            for p in self._space.parameters
-        ]
-
     # -- persistence ----------------------------------------------------------------------------
 
     def _persist(self) -> None:
         if self.state_file is None:
             return
-        document = {
-            "version": STATE_VERSION,
-            "app": self.plan.app,
-            "plan": plan_summary(self.plan),
-            "steps": self._steps_json(),
-            "best": self._best_json(),
-        }
+        document = state_document(self.plan, self._steps, self._phase)
         try:
             write_atomically(self.state_file, json.dumps(document, indent=1, sort_keys=True))
             self._persist_error = None
@@ -563,20 +394,6 @@ class SearchDriver:
             # The search goes on in memory; the console and the log say the file is stale.
             self._persist_error = f"{self.state_file}: cannot write: {exc.strerror or exc}"
             log.error("%s", self._persist_error)
-
-
-def _applied(requested: Settings, state: object) -> Settings:
-    """The settings in force: the ADJUSTMENT's ``state`` where it says, what was asked for elsewhere."""
-    applied = {component: dict(values) for component, values in requested.items()}
-    try:
-        components = state["application"]["components"]  # type: ignore[index]  # untrusted JSON: a wrong shape is caught below
-        for component, body in components.items():
-            for name, setting in body["settings"].items():
-                if component in applied and name in applied[component] and "value" in setting:
-                    applied[component][name] = setting["value"]
-    except (TypeError, KeyError, AttributeError):
-        pass  # a partial or odd state: keep what was asked for
-    return applied
 
 
 def _text(value: object) -> str | None:

@@ -23,17 +23,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from servo_actors.config.problems import config_error, problems_from_validation
 from servo_actors.errors import ConfigError
 from servo_actors.optimizer.plan import Objective
-from servo_actors.optimizer.strategy import Settings
+from servo_actors.optimizer.strategy import Settings, Trial, constraint_margin
 
 __all__ = [
     "Assessment",
     "STATE_VERSION",
     "STATUSES",
     "StepRecord",
+    "applied_settings",
     "assess",
     "finite",
     "load_steps",
     "reduce_metrics",
+    "step_trial",
     "write_atomically",
 ]
 
@@ -108,6 +110,36 @@ def assess(objective: Objective, record: StepRecord) -> Assessment:
         violation += constraint.violation(value)
     value = record.metrics.get(objective.metric)
     return Assessment(violation == 0.0, value, violation, checks)
+
+
+def step_trial(objective: Objective, record: StepRecord) -> Trial:
+    """A step as the strategy sees it: its score (lower is better), violation and constraint margins."""
+    judged = assess(objective, record)
+    score = None
+    if judged.objective is not None:
+        score = judged.objective if objective.sense == "minimize" else -judged.objective
+    # Per constraint, how far from its bound: the strategy models each one (inf when unknown).
+    margins = tuple(
+        constraint_margin(record.metrics.get(c.metric), c.op, c.bound) if record.status == "ok" else math.inf
+        for c in objective.constraints
+    )
+    return Trial(
+        record.settings, score, judged.violation, informative=record.status != "cancelled", margins=margins
+    )
+
+
+def applied_settings(requested: Settings, state: object) -> Settings:
+    """The settings in force: the ADJUSTMENT's ``state`` where it says, what was asked for elsewhere."""
+    applied = {component: dict(values) for component, values in requested.items()}
+    try:
+        components = state["application"]["components"]  # type: ignore[index]  # untrusted JSON: a wrong shape is caught below
+        for component, body in components.items():
+            for name, setting in body["settings"].items():
+                if component in applied and name in applied[component] and "value" in setting:
+                    applied[component][name] = setting["value"]
+    except (TypeError, KeyError, AttributeError):
+        pass  # a partial or odd state: keep what was asked for
+    return applied
 
 
 class _StoredStep(BaseModel):

@@ -1,0 +1,194 @@
+"""What a ``SearchDriver`` (search.py) shows and stores: its command in flight and its JSON views.
+
+Holds ``InFlight`` (the command handed out and not yet answered) and the pure functions that turn
+the driver's records into JSON: each step (``step_json``, ``steps_json``), the recommendation
+(``best_json``), the confirmation (``confirmation_json``), the command in flight
+(``current_json``), the search space (``space_json``), and the state file's document
+(``state_document``). ``/admin/state`` and the state file show what these return; search.py
+decides the commands and keeps the records.
+
+What a step shows:
+
+- ``settings``: what the ADJUST result says is in force (else what was asked for).
+- ``metrics``: one number per metric (``steps.reduce_metrics``); a metric with no usable point is
+  absent.
+- ``status``: the servo's status (``ok``, ``failed``, ``rejected``, ``aborted``, ``cancelled``),
+  ``failed`` with reason ``lost`` when no result came after ``COMMAND_ATTEMPTS`` issues.
+- ``feasible``: status ``ok`` and every constraint met; a constraint on a missing metric is not met.
+- ``objective``: the objective metric's value (None when missing).
+- ``rejected``: a confirmation showed its settings do not hold up (confirm.py).
+
+The recommendation (``best``) is the best point (all steps at one set of settings) whose readings
+meet every constraint with a margin of ``confirm.sigmas`` standard errors; until one does, the best
+step not rejected, labelled ``confirmed: false``, with a note saying why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from servo_actors.optimizer.confirm import evidence, points, recommend, rejected_steps, verdict
+from servo_actors.optimizer.plan import Objective, Plan, plan_summary
+from servo_actors.optimizer.steps import STATE_VERSION, StepRecord, assess
+from servo_actors.optimizer.strategy import SearchSpace, Settings
+
+__all__ = [
+    "InFlight",
+    "best_json",
+    "confirmation_json",
+    "current_json",
+    "space_json",
+    "state_document",
+    "step_json",
+    "steps_json",
+]
+
+
+@dataclass
+class InFlight:
+    """The command handed out and not yet answered."""
+
+    kind: Literal["describe", "baseline", "adjust", "measure"]
+    n: int
+    command: dict[str, Any]
+    settings: Settings | None = None
+    attempts: int = 1
+    confirms: int | None = None
+    cancelled: str | None = None
+    progress: float | None = None
+    message: str | None = None
+
+    def uid(self) -> str | None:
+        return self.command.get("cmd_uid")
+
+
+def step_json(objective: Objective, record: StepRecord, rejected: set[int] | None = None) -> dict[str, Any]:
+    """One step as ``/admin/state`` and the state file show it."""
+    judged = assess(objective, record)
+    return {
+        "n": record.n,
+        "settings": record.settings,
+        "metrics": record.metrics,
+        "status": record.status,
+        "reason": record.reason,
+        "message": record.message,
+        "feasible": judged.feasible,
+        "objective": judged.objective,
+        "constraints": judged.constraints,
+        "finished_at": record.finished_at,
+        "confirms": record.confirms,
+        "rejected": record.n in rejected if rejected is not None else False,
+    }
+
+
+def steps_json(plan: Plan, steps: Sequence[StepRecord]) -> list[dict[str, Any]]:
+    """Every step, each marked ``rejected`` when a confirmation showed it does not hold up."""
+    rejected = rejected_steps(plan.objective, steps, plan.confirm)
+    return [step_json(plan.objective, record, rejected) for record in steps]
+
+
+def best_json(plan: Plan, steps: Sequence[StepRecord], phase: str) -> dict[str, Any] | None:
+    """The recommendation (None before any step), with a note on how far it is confirmed."""
+    chosen = recommend(plan.objective, steps, plan.confirm)
+    if chosen is None:
+        return None
+    point = chosen.point
+    names = sorted({name for record in point.readings for name in record.metrics})
+    metrics = {name: value for name in names if (value := point.mean(name)) is not None}
+    if plan.confirm.repeats == 0:
+        note = "confirmation is off (confirm.repeats: 0): a single reading"
+    elif chosen.confirmed:
+        sigmas = f"{plan.confirm.sigmas:g}"
+        note = f"{len(point.readings)} readings, every constraint held by {sigmas} standard errors"
+    else:
+        needed = 1 + plan.confirm.repeats
+        # The label says "not confirmed" (console, demo): the note says why, without repeating it.
+        note = f"{len(point.readings)} of {needed} readings"
+        if not point.confirmations and phase in ("done", "failed"):
+            examined = sum(1 for p in points(steps) if p.confirmations)
+            note += f" (the {examined} settings measured again before it did not hold up)"
+        elif not point.confirmations:
+            note += " (not measured again yet)"
+        elif verdict(plan.objective, point, plan.confirm) == "unconfirmed":
+            note += " (confirmation was cancelled)"
+    return {
+        "step": point.first,
+        "settings": point.settings,
+        "metrics": metrics,
+        "objective": point.mean(plan.objective.metric),
+        "uncertainty": {name: point.standard_error(name) for name in names},
+        "readings": len(point.readings),
+        "steps": [record.n for record in point.readings],
+        "confirmed": chosen.confirmed,
+        "note": note,
+        "constraints": [e.as_json() for e in chosen.evidence],
+    }
+
+
+def confirmation_json(plan: Plan, steps: Sequence[StepRecord]) -> dict[str, Any]:
+    """The confirmation settings and every point measured again, in the order they were examined."""
+    spec = plan.confirm
+    examined = []
+    # In the order they were examined.
+    for point in sorted((p for p in points(steps) if p.confirmations), key=lambda p: p.confirmations[0].n):
+        if point.confirmations:
+            judged = evidence(plan.objective, point, spec.sigmas)
+            examined.append(
+                {
+                    "step": point.first,
+                    "settings": point.settings,
+                    "readings": len(point.readings),
+                    "verdict": verdict(plan.objective, point, spec),
+                    "constraints": [e.as_json() for e in judged],
+                }
+            )
+    return {**spec.model_dump(), "examined": examined}
+
+
+def current_json(inflight: InFlight | None) -> dict[str, Any] | None:
+    """The command in flight (None when there is none)."""
+    if inflight is None:
+        return None
+    return {
+        "cmd": inflight.command.get("cmd"),
+        "cmd_uid": inflight.uid(),
+        "step": inflight.n,
+        "kind": inflight.kind,
+        "settings": inflight.settings,
+        "attempt": inflight.attempts,
+        "progress": inflight.progress,
+        "message": inflight.message,
+        "cancelled": inflight.cancelled,
+    }
+
+
+def space_json(space: SearchSpace | None) -> list[dict[str, Any]]:
+    """The described settings (empty before DESCRIBE), pinned ones included."""
+    if space is None:
+        return []
+    return [
+        {
+            "setting": p.label,
+            "type": p.kind,
+            "min": p.minimum if p.kind == "range" else None,
+            "max": p.maximum if p.kind == "range" else None,
+            "step": p.step if p.kind == "range" else None,
+            "values": list(p.values) if p.kind == "enum" else None,
+            "pinned": p.pinned,
+            "value": p.value,
+        }
+        for p in space.parameters
+    ]
+
+
+def state_document(plan: Plan, steps: Sequence[StepRecord], phase: str) -> dict[str, Any]:
+    """What the state file holds (``steps.load_steps`` reads it back)."""
+    return {
+        "version": STATE_VERSION,
+        "app": plan.app,
+        "plan": plan_summary(plan),
+        "steps": steps_json(plan, steps),
+        "best": best_json(plan, steps, phase),
+    }
