@@ -115,10 +115,17 @@ class SignalWatcher:
         taken = {signum for level in self._levels for signum in level}
         wanted = STOP_SIGNALS + (RELOAD_SIGNALS if reload else ())
         level: dict[int, object] = {}
-        for signum in wanted:
-            if signum not in taken:
-                level[signum] = signal.signal(signum, self._handle)
-        self._levels.append(level)
+        # Blocked while they are taken one by one: a SIGINT between the SIGTERM and the SIGINT
+        # handler would still meet the default one (KeyboardInterrupt). A signal that arrives
+        # meanwhile stays pending and reaches this watcher once unblocked.
+        previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+        try:
+            for signum in wanted:
+                if signum not in taken:
+                    level[signum] = signal.signal(signum, self._handle)
+            self._levels.append(level)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
         return self
 
     def restore(self) -> None:

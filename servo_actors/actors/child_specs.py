@@ -63,5 +63,6 @@ def supervisor_settings(config: ServoConfig) -> m.SupervisorSettings:
         operation_grace=sup.operation_grace,
         startup_timeout=sup.startup_timeout,
         failed_retry=sup.failed_retry,
+        idle_interval=sup.liveness.idle_interval,
         convention=convention_settings(config),
     )

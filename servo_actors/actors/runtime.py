@@ -141,7 +141,8 @@ class ServoRuntime(RuntimeOperations):
             run_dir = Path(config.supervisor.run_dir).expanduser()
         self._own_run_dir = run_dir is None
         self._run_dir = Path(run_dir) if run_dir is not None else None
-        super().__init__(config.supervisor.liveness.interval, config.supervisor.liveness.timeout)
+        liveness = config.supervisor.liveness
+        super().__init__(liveness.interval, liveness.timeout, liveness.idle_interval)
         # Restarts and escalations, read from the supervisor's answers (observability).
         self._restarts = RestartLedger(events.connector_restarted, events.escalated)
         events.track_children(self._restarts)

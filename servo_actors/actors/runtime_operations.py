@@ -89,8 +89,10 @@ class RuntimeOperations(SystemLink):
     _declared: DeclaredTimes
     _settings: m.SupervisorSettings
 
-    def __init__(self, liveness_interval: float, liveness_timeout: float) -> None:
-        super().__init__(liveness_interval, liveness_timeout)
+    def __init__(
+        self, liveness_interval: float, liveness_timeout: float, liveness_idle_interval: float | None = None
+    ) -> None:
+        super().__init__(liveness_interval, liveness_timeout, liveness_idle_interval)
         self._op: Operation | None = None
         self._children: tuple[m.ChildStatus, ...] = ()
 

@@ -10,7 +10,8 @@ The link watches the actor system (``watchdog.py``): the supervisor, Thespian's 
 are checked by PID and state, and the supervisor is pinged every ``supervisor.liveness.interval``
 seconds. A process that dies is noticed at the next check (within ``LIVENESS_INTERVAL`` while
 waiting, within a progress slice otherwise, at once in ``idle_wait``: it waits on pidfds of those
-processes); one that is stopped or stops answering, within ``interval + timeout``. Then the system
+processes); one that is stopped or stops answering, within ``interval + timeout`` (while idle, in
+a SLEEP: ``idle_interval + timeout``). Then the system
 is ``lost``: it is killed at once, the operation in flight resolves ``failed`` with reason
 ``supervisor-lost`` (``_lost_under_operation``), and ``ServoRuntime.reboot`` starts a fresh one
 (the runner decides how often, see ``supervisor.microreboots``).
@@ -48,6 +49,7 @@ __all__ = [
     "LIVENESS_INTERVAL",
     "LOST_REASON",
     "PING_KIND",
+    "PING_ANSWER_WAIT",
     "PING_PREFIX",
     "SupervisorLost",
     "SystemLink",
@@ -65,6 +67,10 @@ FAILURE_POLL_INTERVAL = 0.1
 """``failure`` drains arrived messages at most this often (a drain costs a fraction of a ms)."""
 DRAIN_LIMIT = 100
 """Most messages one drain handles, so a chatty connector cannot keep ``failure`` from returning."""
+PING_ANSWER_WAIT = 0.05
+"""``idle_wait`` first reads the answer of a ping just sent for up to this long (it takes about a
+millisecond), so that the idle wait lasts a whole ``liveness.idle_interval`` instead of ending to
+read it."""
 PING_KIND = "ping"
 PING_PREFIX = f"{PING_KIND}-"
 """Request ids of liveness pings start with this (``_new_id``)."""
@@ -87,14 +93,16 @@ class SystemLink:
     operation in flight when the system is lost (``_lost_under_operation``).
     """
 
-    def __init__(self, liveness_interval: float, liveness_timeout: float) -> None:
+    def __init__(
+        self, liveness_interval: float, liveness_timeout: float, liveness_idle_interval: float | None = None
+    ) -> None:
         self._system: ActorSystemHandle | None = None
         self._supervisor: Any = None
         self._supervisor_pid: int | None = None
         self._polled_at = 0.0
         self._exit_hook: Callable[[], None] | None = None
         self._answers: OrderedDict[str, Any] = OrderedDict()
-        self._watchdog = Watchdog(liveness_interval, liveness_timeout)
+        self._watchdog = Watchdog(liveness_interval, liveness_timeout, liveness_idle_interval)
         self._checked_at = 0.0
         self._lost: SupervisorLost | None = None
         self._deferred: list[Any] = []
@@ -164,10 +172,13 @@ class SystemLink:
 
         Ends at once when a watched process of the actor system ends (a pidfd) or one of
         ``wake_fds`` is readable (a signal), and at the latest when the watchdog must look again
-        (a ping, its deadline, a stopped process's: ``Watchdog.next_check``), so an idle servo
-        wakes about once per ``supervisor.liveness.interval`` instead of every few hundred ms.
+        (a ping, its deadline, a stopped process's: ``Watchdog.next_check``). The watchdog is idle
+        from here until something other than a ping is told (``_tell``): pings go out every
+        ``supervisor.liveness.idle_interval``, so an idle servo wakes about that often.
         Without pidfds (Linux < 5.3) it waits at most ``LIVENESS_INTERVAL`` between looks.
         """
+        self._watchdog.idle = True
+        self._await_ping(PING_ANSWER_WAIT)
         now = time.monotonic()
         pids = (
             list(self._watchdog.watched.values()) if self._system is not None and self._lost is None else []
@@ -176,6 +187,15 @@ class SystemLink:
         if pids and processes.wait_for_exit_or(pids, wake_fds, min(seconds, until_check)):
             return
         select.select(list(wake_fds), [], [], max(0.0, min(seconds, LIVENESS_INTERVAL)))
+
+    def _await_ping(self, timeout: float) -> None:
+        """Read messages until the outstanding ping is answered, for up to ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while self._watchdog.ping_id is not None and self._system is not None and self._lost is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self._receive(self._listen(remaining))
 
     def members(self) -> list[int]:
         """Live PIDs of every process of the actor system (admin, logger, supervisor, connectors)."""
@@ -192,7 +212,10 @@ class SystemLink:
         """Send to the supervisor: it never blocks, so this returns at once. Gone: SupervisorLost
         naming what died. Stopped (SIGSTOP): kept in ``_deferred`` and sent once it runs again
         (``_check_liveness``), since Thespian would wait for it for its transmit timeout and then
-        drop the message silently; the watchdog decides meanwhile whether it is lost."""
+        drop the message silently; the watchdog decides meanwhile whether it is lost. Anything but
+        a ping ends the watchdog's idle mode (see ``idle_wait``)."""
+        if not (isinstance(message, m.GetStatus) and message.request_id.startswith(PING_PREFIX)):
+            self._watchdog.idle = False
         if self._supervisor_pid is not None and self._system is not None and self._lost is None:
             stat = processes.proc_stat(self._supervisor_pid)
             if stat is None or not stat.alive:

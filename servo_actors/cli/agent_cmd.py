@@ -50,7 +50,7 @@ def parse_capabilities(values: tuple[str, ...]) -> dict[str, str]:
     for raw in values:
         name, _, value = raw.partition("=")
         name = name.strip()
-        if not CAPABILITY_NAME.match(name):
+        if not CAPABILITY_NAME.fullmatch(name):
             raise UsageError(
                 f"--capability {raw!r}: the name must be 1-63 letters, digits, '_', '.' or '-', "
                 "starting with a letter or digit"

@@ -15,6 +15,9 @@ __all__ = [
     "BACKOFF_MIN",
     "DESCENDANT_TRACKING",
     "FAILED_RETRY",
+    "LIVENESS_IDLE_INTERVAL",
+    "LIVENESS_INTERVAL",
+    "LIVENESS_TIMEOUT",
     "MAX_RESTARTS",
     "MAX_RESULT_BYTES",
     "OPERATION_GRACE",
@@ -49,5 +52,12 @@ MAX_RESULT_BYTES: Final = 4 * 1024 * 1024
 """Most bytes one connector's result may pickle to (supervisor.max_result_bytes)."""
 DESCENDANT_TRACKING: Final = "auto"
 """How the processes a connector starts are contained (supervisor.descendant_tracking)."""
+LIVENESS_INTERVAL: Final = 1.0
+"""How often the servo pings its supervisor while busy (supervisor.liveness.interval)."""
+LIVENESS_IDLE_INTERVAL: Final = 5.0
+"""How often it pings, and how often the supervisor looks at its children, while idle (a SLEEP,
+nothing in flight: supervisor.liveness.idle_interval)."""
+LIVENESS_TIMEOUT: Final = 5.0
+"""A ping unanswered this long: the actor system is lost (supervisor.liveness.timeout)."""
 RESTART: Final = "permanent"
 """When a connector is restarted (connectors[].restart)."""

@@ -64,9 +64,9 @@ def split_optimizer_id(value: str) -> tuple[str, str]:
     org, sep, app = value.partition("/")
     if not sep:
         raise ValueError(f"{value!r} is not ORG/APP")
-    if not ORG_RE.match(org):
+    if not ORG_RE.fullmatch(org):
         raise ValueError(f"ORG {org!r} must be 5-50 characters of [A-Za-z0-9.-], not starting with '-'")
-    if not APP_RE.match(app):
+    if not APP_RE.fullmatch(app):
         raise ValueError(f"APP {app!r} must be 1-64 characters of [A-Za-z0-9_.-]")
     return org, app
 

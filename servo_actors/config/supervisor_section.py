@@ -49,14 +49,19 @@ class RestartBackoff(_Strict):
 class Liveness(_Strict):
     """How the servo watches its own actor system (the supervisor, Thespian's admin and logger)."""
 
-    interval: Duration = 1.0
+    interval: Duration = defaults.LIVENESS_INTERVAL
     """How often the supervisor is pinged (it answers at once in every state)."""
-    timeout: Duration = 5.0
+    idle_interval: Duration = defaults.LIVENESS_IDLE_INTERVAL
+    """How often it is pinged while the servo is idle (a SLEEP, nothing in flight), and how often
+    the supervisor then looks at its children's processes: an idle servo wakes rarely. A death is
+    still noticed at once (Linux 5.3 and later: the servo waits on the processes' pidfds); a hang
+    within ``idle_interval + timeout``; a connector's crash shows in /metrics within this."""
+    timeout: Duration = defaults.LIVENESS_TIMEOUT
     """A ping unanswered, or one of those processes stopped, this long: the actor system is lost,
     killed and started afresh (a microreboot). A death is noticed within a fraction of a second.
     Generous: a supervisor forking dozens of fresh connectors on a loaded machine answers late."""
 
-    _positive = field_validator("interval", "timeout")(_positive)
+    _positive = field_validator("interval", "idle_interval", "timeout")(_positive)
 
 
 class Microreboots(_Strict):

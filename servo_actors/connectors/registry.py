@@ -100,7 +100,7 @@ def resolve_connector_type(type_name: str) -> type[Connector]:
     """
     target = BUILTIN_CONNECTORS.get(type_name) or available_connector_types().get(type_name)
     if target is None:
-        if not _IMPORT_PATH.match(type_name):
+        if not _IMPORT_PATH.fullmatch(type_name):
             known = ", ".join(sorted(available_connector_types()))
             raise ConfigError(
                 f"unknown connector type {type_name!r} (known: {known}; or use package.module:Class)"

@@ -120,7 +120,7 @@ def parse_constraint(text: object) -> Constraint:
 
 
 def _metric_name(value: str) -> str:
-    if not _METRIC_NAME.match(value):
+    if not _METRIC_NAME.fullmatch(value):
         raise ValueError(f"{value!r} is not a metric name")
     return value
 

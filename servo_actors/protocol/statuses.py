@@ -36,7 +36,7 @@ _NOT_WORD_CHARS = re.compile(r"[^A-Za-z0-9_.:-]+")
 
 
 def is_word(value: Any) -> bool:
-    return isinstance(value, str) and len(value) <= MAX_REASON_CHARS and _WORD.match(value) is not None
+    return isinstance(value, str) and len(value) <= MAX_REASON_CHARS and _WORD.fullmatch(value) is not None
 
 
 def reason_word(text: Any, fallback: str = FALLBACK_STATUS) -> str:
@@ -48,7 +48,7 @@ def reason_word(text: Any, fallback: str = FALLBACK_STATUS) -> str:
     # Only ASCII letters and digits survive: "ü" would match [A-Za-z0-9] nowhere, as intended.
     word = _NOT_WORD_CHARS.sub("-", text.encode("ascii", "replace").decode("ascii").replace("?", "-"))
     word = word.strip("-_.:")[:MAX_REASON_CHARS].rstrip("-_.:")
-    return word if word and _WORD.match(word) else fallback
+    return word if word and _WORD.fullmatch(word) else fallback
 
 
 def _quoted(value: Any) -> str:

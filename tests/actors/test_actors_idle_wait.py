@@ -19,7 +19,7 @@ pytestmark = pytest.mark.timeout(60)
 
 HANG = 30.0
 """An idle wait this long would fail the test's timeout: ending early is what is tested."""
-SLOW_LIVENESS = {"interval": HANG, "timeout": HANG}
+SLOW_LIVENESS = {"interval": HANG, "idle_interval": HANG, "timeout": HANG}
 """The watchdog needs no look for HANG seconds: only the event under test can end the wait."""
 
 
@@ -59,7 +59,7 @@ def test_the_death_of_a_watched_process_ends_an_idle_wait_at_once(start_runtime,
 
 
 def test_an_idle_wait_wakes_on_its_own_only_when_the_watchdog_must_look(start_runtime, kit) -> None:
-    runtime = start_runtime(kit.chaos("a"))  # liveness interval 1 s
+    runtime = start_runtime(kit.chaos("a"), liveness={"interval": 1.0, "idle_interval": 1.0, "timeout": 5.0})
     runtime.poll()
     wakeups, began = 0, time.monotonic()
     while time.monotonic() - began < 3.0:
@@ -69,6 +69,22 @@ def test_an_idle_wait_wakes_on_its_own_only_when_the_watchdog_must_look(start_ru
     # About one a second (a ping each); the 0.25 s slices this replaced would have made 12.
     assert 2 <= wakeups <= 8, wakeups
     assert runtime.lost is None
+
+
+def test_an_idle_servo_pings_every_idle_interval_and_a_busy_one_every_interval(start_runtime, kit) -> None:
+    runtime = start_runtime(kit.chaos("a"), liveness={"interval": 0.5, "idle_interval": 2.5, "timeout": 5.0})
+    runtime.poll()
+    wakeups, began = 0, time.monotonic()
+    while time.monotonic() - began < 5.0:
+        runtime.idle_wait(HANG)
+        runtime.poll()
+        wakeups += 1
+    # Idle: about one wake per 2.5 s (a ping each); at the busy interval it would be ten.
+    assert 1 <= wakeups <= 5, wakeups
+    assert runtime.lost is None
+    # Anything told ends the idle mode: the next pings are half a second apart again.
+    assert runtime.status().children
+    assert runtime._watchdog.current_interval == 0.5
 
 
 def test_a_signal_ends_an_idle_wait_at_once(start_runtime, kit) -> None:

@@ -185,3 +185,84 @@ def test_a_stopped_supervisor_is_lost_at_the_first_look_past_the_earlier_of_its_
         assert dog.next_check(now) <= max(now, deadline)  # an idle wait wakes in time
         now += step
     assert deadline <= now < deadline + step + 1e-9, verdict
+
+
+# ----- idle mode: pings every idle_interval during a SLEEP ----------------------------------------
+
+
+def idle_dog(interval: float = 1.0, timeout: float = 3.0, idle_interval: float = 5.0) -> Watchdog:
+    dog = Watchdog(interval, timeout, idle_interval)
+    dog.watch("supervisor", SUPERVISOR)
+    return dog
+
+
+def test_idle_pings_go_out_every_idle_interval() -> None:
+    dog = idle_dog()
+    dog.idle = True
+    assert dog.current_interval == 5.0
+    assert dog.ping_due(0.0)
+    dog.ping_sent("ping-1", 0.0)
+    dog.answered("ping-1", 0.001)
+    assert not dog.ping_due(4.9)
+    assert dog.next_check(0.001) == 5.0
+    assert dog.ping_due(5.0)
+
+
+def test_going_busy_brings_the_next_ping_back_to_the_busy_interval() -> None:
+    dog = idle_dog()
+    dog.idle = True
+    dog.ping_sent("ping-1", 10.0)
+    dog.answered("ping-1", 10.001)
+    assert not dog.ping_due(11.0)
+    dog.idle = False
+    assert dog.current_interval == 1.0
+    assert dog.ping_due(11.0)
+    assert dog.next_check(10.5) == 11.0
+
+
+def test_an_outstanding_ping_is_looked_for_every_busy_interval_even_while_idle() -> None:
+    # Its answer is read late in a SLEEP: the unanswered ping's deadline still holds, and the
+    # watchdog looks for its answer an ordinary interval later rather than an idle one.
+    dog = idle_dog(timeout=3.0)
+    dog.idle = True
+    dog.ping_sent("ping-1", 0.0)
+    assert dog.next_check(0.0) == 1.0
+    assert dog.next_check(2.5) == 3.0
+    assert dog.verdict(3.0, table().get) is not None
+
+
+def test_without_an_idle_interval_idle_changes_nothing() -> None:
+    dog = Watchdog(1.0, 3.0)
+    dog.watch("supervisor", SUPERVISOR)
+    dog.idle = True
+    assert dog.current_interval == 1.0
+    dog.ping_sent("ping-1", 0.0)
+    dog.answered("ping-1", 0.001)
+    assert dog.next_check(0.001) == 1.0
+
+
+@given(
+    idle_interval=st.floats(0.5, 30.0),
+    timeout=st.floats(0.5, 30.0),
+    sent=st.floats(0.0, 100.0),
+    steps=st.lists(st.tuples(st.booleans(), st.floats(0.0, 10.0)), max_size=8),
+)
+def test_idle_or_not_a_hang_is_noticed_within_idle_interval_plus_timeout(
+    idle_interval: float, timeout: float, sent: float, steps: list[tuple[bool, float]]
+) -> None:
+    # A supervisor that never answers again, whatever the idle/busy changes: the caller looks at
+    # next_check each time and sends a ping when one is due; the verdict comes within the bound.
+    dog = idle_dog(timeout=timeout, idle_interval=idle_interval)
+    now = sent
+    ids = iter(range(10_000))
+    for idle, _ in steps:
+        dog.idle = idle
+    bound = now + max(idle_interval, 1.0) + timeout
+    for _ in range(1000):
+        if dog.ping_due(now):
+            dog.ping_sent(f"ping-{next(ids)}", now)
+        if dog.verdict(now, table().get) is not None:
+            break
+        now = dog.next_check(now)
+    assert dog.verdict(now, table().get) is not None
+    assert now <= bound + 1e-9

@@ -245,3 +245,23 @@ def test_any_connector_result_goes_out_as_a_valid_result(
     assert sent["cmd_uid"] == cmd_uid
     if result.status != "ok":
         assert sent["status"] != "ok"  # a failure never turns into success
+
+
+def test_a_trailing_newline_is_not_part_of_a_word() -> None:
+    # re's ``$`` also matches before a final newline: every name and word check matches whole.
+    from servo_actors.cli.agent_cmd import CAPABILITY_NAME
+    from servo_actors.config.fields import split_optimizer_id
+    from servo_actors.optimizer.plan import _METRIC_NAME
+    from servo_actors.protocol.statuses import reason_word
+
+    assert is_word("timeout") and not is_word("timeout\n")
+    assert reason_word("timeout\n") == "timeout"  # the newline is stripped, not kept
+    assert split_optimizer_id("example.com/app") == ("example.com", "app")
+    for bad in ("example.com\n/app", "example.com/app\n"):
+        try:
+            split_optimizer_id(bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"{bad!r} was taken as an optimizer id")
+    assert CAPABILITY_NAME.fullmatch("gpu") and not CAPABILITY_NAME.fullmatch("gpu\n")
+    assert _METRIC_NAME.fullmatch("p99") and not _METRIC_NAME.fullmatch("p99\n")

@@ -14,7 +14,10 @@ state); ``verdict`` names what is wrong, or None while all is well:
   The runtime counts any message from the supervisor as the answer (``answered``).
 
 Pings go out every ``interval`` seconds, one at a time. So a death is noticed at the next check,
-and a hang within ``interval + timeout`` seconds.
+and a hang within ``interval + timeout`` seconds. While the servo is ``idle`` (a SLEEP, nothing in
+flight) they go out every ``idle_interval`` seconds instead, so an idle servo wakes rarely: a hang
+is then noticed within ``idle_interval + timeout`` (a death still at once: the runtime waits on the
+processes' pidfds). Going busy again brings the next ping back to ``interval`` after the last.
 
 >>> from servo_actors.actors.linux.processes import ProcStat
 >>> dog = Watchdog(interval=1.0, timeout=3.0)
@@ -30,6 +33,14 @@ True
 >>> dog.watch("supervisor", 42, depends_on="Thespian admin")
 >>> dog.verdict(3.1, {}.get)
 'the Thespian admin (pid 41) died, and the supervisor (pid 42) with it'
+>>> lazy = Watchdog(interval=1.0, timeout=3.0, idle_interval=5.0)
+>>> lazy.watch("supervisor", 42)
+>>> lazy.idle = True
+>>> lazy.ping_sent("ping-2", 0.0), lazy.answered("ping-2", 0.01), lazy.next_check(0.01)
+(None, None, 5.0)
+>>> lazy.idle = False
+>>> lazy.next_check(0.01)
+1.0
 """
 
 from __future__ import annotations
@@ -64,12 +75,35 @@ class Hurry:
 class Watchdog:
     interval: float
     timeout: float
+    idle_interval: float | None = None
+    """The ping interval while ``idle`` (None: ``interval`` always)."""
     watched: dict[str, int] = field(default_factory=dict)
     _depends_on: dict[str, str] = field(default_factory=dict)
     _stopped_since: dict[int, float] = field(default_factory=dict)
     _ping: tuple[str, float] | None = None
     _next_ping: float = 0.0
     _hurry: Hurry | None = None
+    _idle: bool = False
+    _last_ping_at: float | None = None
+
+    @property
+    def idle(self) -> bool:
+        """Whether the servo is idle (a SLEEP): pings go out every ``idle_interval``."""
+        return self._idle
+
+    @idle.setter
+    def idle(self, idle: bool) -> None:
+        if self._idle and not idle and self._ping is None and self._last_ping_at is not None:
+            # Busy again: the next ping is due an (ordinary) interval after the last, not an idle one.
+            self._next_ping = min(self._next_ping, self._last_ping_at + self.interval)
+        self._idle = idle
+
+    @property
+    def current_interval(self) -> float:
+        """The ping interval now: ``idle_interval`` while idle (if set), else ``interval``."""
+        if self._idle and self.idle_interval is not None:
+            return self.idle_interval
+        return self.interval
 
     def watch(self, role: str, pid: int, *, depends_on: str | None = None) -> None:
         """Watch process ``pid``, named ``role`` in verdicts (e.g. ``the Thespian admin``).
@@ -88,6 +122,7 @@ class Watchdog:
         self._stopped_since.clear()
         self._ping, self._next_ping = None, 0.0
         self._hurry = None
+        self._last_ping_at = None
 
     def hurry(self, role: str, now: float, patience: float, what: str) -> None:
         """From ``now``, ``what`` (e.g. ``a cancel``) waits on ``role``: should that process be or
@@ -109,6 +144,7 @@ class Watchdog:
 
     def ping_sent(self, request_id: str, now: float) -> None:
         self._ping = (request_id, now)
+        self._last_ping_at = now
 
     @property
     def ping_id(self) -> str | None:
@@ -119,17 +155,20 @@ class Watchdog:
         it went out (at once if the answer was read later than that: a SLEEP reads it late)."""
         if self._ping is not None and self._ping[0] == request_id:
             sent_at = self._ping[1]
-            self._ping, self._next_ping = None, max(now, sent_at + self.interval)
+            self._ping, self._next_ping = None, max(now, sent_at + self.current_interval)
 
     def next_check(self, now: float) -> float:
         """The latest moment of the next look (``verdict``, a ping) for the bounds above to hold,
         provided a death wakes the caller at once: the outstanding ping's deadline, the next ping,
-        a stopped process's deadline, and never more than ``interval`` away (to see a stop begin)."""
-        due = now + self.interval
+        a stopped process's deadline, and never more than the current interval away (to see a stop
+        begin). An outstanding ping is looked for every ``interval`` even while idle: its answer may
+        be read late, and the next ping waits for it."""
         if self._ping is not None:
-            due = min(due, self._ping[1] + self.timeout)
-        elif self._pinging():
-            due = min(due, self._next_ping)
+            due = min(now + self.interval, self._ping[1] + self.timeout)
+        else:
+            due = now + self.current_interval
+            if self._pinging():
+                due = min(due, self._next_ping)
         for pid, since in self._stopped_since.items():
             due = min(due, self._stop_deadline(pid, since))
         return max(now, due)
@@ -177,7 +216,7 @@ class Watchdog:
                     return text
             else:
                 self._stopped_since.pop(pid, None)
-        if self._ping is not None and now - self._ping[1] >= self.timeout:
+        if self._ping is not None and now >= self._ping[1] + self.timeout:  # as next_check adds it
             supervisor_pid = self.watched.get("supervisor")
             return f"the supervisor (pid {supervisor_pid}) did not answer a liveness check within {self.timeout:g}s"
         return None

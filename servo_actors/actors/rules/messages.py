@@ -82,6 +82,8 @@ class SupervisorSettings:
     operation_grace: float = defaults.OPERATION_GRACE
     startup_timeout: float = defaults.STARTUP_TIMEOUT
     failed_retry: float = defaults.FAILED_RETRY
+    idle_interval: float = defaults.LIVENESS_IDLE_INTERVAL
+    """How often the children's processes are looked at while nothing is in flight."""
     convention: Any = None
     """``convention.ConventionSettings`` when connectors may run on member systems, else None."""
 

@@ -161,7 +161,7 @@ class ContainerConfig(_Strict):
     def _env_names(cls, env: list[EnvRange | EnvEnum]) -> list[EnvRange | EnvEnum]:
         seen: set[str] = set()
         for item in env:
-            if not _ENV_NAME.match(item.name):
+            if not _ENV_NAME.fullmatch(item.name):
                 raise ValueError(f"{item.name!r} is not a valid environment variable name")
             if item.name in RESERVED_SETTINGS:
                 raise ValueError(f"env {item.name!r} would clash with the setting of that name")
@@ -197,7 +197,7 @@ class DeploymentConfig(_Strict):
     @field_validator("name")
     @classmethod
     def _dns_name(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not _NAME.fullmatch(value):
             raise ValueError(f"{value!r} is not a valid {cls.kind} name (lower case, digits, '-' and '.')")
         return value
 
@@ -261,7 +261,7 @@ class KubernetesConfig(_Strict):
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, value: str) -> str:
-        if not _NAME.match(value) or "." in value or len(value) > 63:
+        if not _NAME.fullmatch(value) or "." in value or len(value) > 63:
             raise ValueError(f"{value!r} is not a valid namespace name")
         return value
 
