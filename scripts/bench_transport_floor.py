@@ -196,7 +196,9 @@ class ThespianFloor:
             message = self._system.listen(deadline - time.monotonic())
             if isinstance(message, Done) and message.request_id == request_id:
                 return
-        raise FloorError(f"the Thespian floor's hub did not answer request {request_id} in {ANSWER_TIMEOUT:g}s")
+        raise FloorError(
+            f"the Thespian floor's hub did not answer request {request_id} in {ANSWER_TIMEOUT:g}s"
+        )
 
     def round_trip(self, request_id: int) -> None:
         self._system.tell(self._hub, Request(request_id))
@@ -272,7 +274,7 @@ def summarize(times: dict[str, list[float]]) -> dict[str, Any]:
 
 def render(summary: dict[str, Any], facts: dict[str, Any], quick: bool) -> str:
     rows = [
-        ("servo (`ServoRuntime.run(\"check\")`)", summary["servo"]),
+        ('servo (`ServoRuntime.run("check")`)', summary["servo"]),
         ("Thespian floor (same transport, do-nothing actors)", summary["thespian_floor"]),
         ("pipe floor (pickles over pipes, forked processes)", summary["pipe_floor"]),
     ]
@@ -301,7 +303,9 @@ def render(summary: dict[str, Any], facts: dict[str, Any], quick: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="3 rounds of 50 (a smoke check)")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--per-round", type=int, default=200)
