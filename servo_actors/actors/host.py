@@ -21,6 +21,11 @@ Python only to be refused); what passes is turned into plain data and text that 
 (``plain_data``, one walk that also bounds nesting and counts bytes), checked against the
 operation's shape, and measured once more as the reply it becomes. The worker thread catches
 everything; should it end all the same, its job fails at once and the next job gets a fresh thread.
+
+This module is the actor: its process set-up, its messages, the parent checks and forwarding what
+the worker posted. The worker thread is ``host_worker`` (the mixin ``HostWorker``), and calling the
+connector and checking what it returns is ``connector_calls`` (plain Python, no Thespian); every
+name they hold that this module had is still importable from here.
 """
 
 from __future__ import annotations
@@ -29,33 +34,35 @@ import contextlib
 import gc
 import logging
 import os
-import pickle
 import queue
 import signal
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from thespian.actors import Actor, ThespianWatch, WakeupMessage, WatchMessage
 
+from servo_actors.actors.connector_calls import (
+    WORD_LIMIT,
+    ConnectorCalls,
+    InvalidResult,
+    build_connector,
+    connector_class,
+)
+from servo_actors.actors.host_worker import (
+    HOST_ERROR,
+    INVALID_RESULT,
+    MAX_EXIT_CODE,
+    PROGRESS_MESSAGE_LIMIT,
+    RESULT_TOO_LARGE,
+    HostWorker,
+)
 from servo_actors.actors.linux import cgroups, descendants, processes
 from servo_actors.actors.rules import messages as m
-from servo_actors.actors.rules.results import NOT_INVOLVED, ConnectorOutcome
-from servo_actors.actors.transport.plain_data import (
-    NotPlainData,
-    PlainConverter,
-    ResultTooLarge,
-    describe_exception,
-    progress_percent,
-    refuse_oversize,
-    safe_text,
-    to_plain,
-    type_name,
-)
-from servo_actors.connectors.base import Connector, ConnectorFailure, Control
-from servo_actors.connectors.registry import connector_class_at
+from servo_actors.actors.rules.results import ConnectorOutcome
+from servo_actors.actors.transport.plain_data import describe_exception, type_name
 from servo_actors.observability import log_relay
 
 __all__ = [
@@ -92,125 +99,10 @@ FATAL_SIGNALS = (
     signal.SIGHUP,
 )
 """Signals that end a host process the default way (Thespian would otherwise catch them)."""
-RESULT_TOO_LARGE = "result-too-large"
-"""Reason of a part whose result pickles to more than the connector's ``max_result_bytes``."""
-INVALID_RESULT = "invalid-result"
-"""Reason of a part whose result is not plain data of the operation's shape."""
-HOST_ERROR = "host-error"
-"""Reason of a part the host itself failed (should never be seen: everything is caught)."""
-PROGRESS_MESSAGE_LIMIT = 500
-"""Most characters of a progress message forwarded."""
-WORD_LIMIT = 64
-"""Most characters of a status or reason word taken from a ConnectorFailure."""
 DRAIN_LIMIT = 64
 """Most events the actor thread forwards per wake-up (it wakes itself again for the rest)."""
-MAX_EXIT_CODE = 255
 
 _log = logging.getLogger(__name__)
-
-
-def connector_class(spec: m.ChildSpec) -> type[Connector]:
-    """The class of ``spec``: by the import path the servo resolved (already imported, as the host
-    is forked from it), else by resolving the type (which scans installed entry points: slow)."""
-    return connector_class_at(spec.import_path, spec.type)
-
-
-def build_connector(spec: m.ChildSpec) -> Connector:
-    """The connector of ``spec``, its config validated by the class's model when it has one."""
-    cls = connector_class(spec)
-    config = cls.config_model.model_validate(spec.config) if cls.config_model else dict(spec.config)
-    return cls(spec.name, config)
-
-
-class InvalidResult(ValueError):
-    """A connector returned something of the wrong shape or that is not plain data."""
-
-
-def _mapping(value: Any, what: str, *, none_ok: bool = True) -> dict[str, Any]:
-    if value is None and none_ok:
-        return {}
-    if not isinstance(value, dict):
-        raise InvalidResult(f"{what} is a {type_name(value)}, not a mapping")
-    return value
-
-
-def _check_entry(converter: PlainConverter, item: Any, where: str) -> dict[str, Any]:
-    plain = _mapping(converter.convert(item, where), where, none_ok=False)
-    # Plain data already: str() of it cannot raise (nor be cut: the result's byte limit applies).
-    return {
-        "name": str(plain.get("name", "")),
-        "success": bool(plain.get("success", False)),
-        "message": str(plain.get("message") or ""),
-    }
-
-
-class _ConnectorCalls:
-    """What the worker thread does for each operation: plain Python, no actor state.
-
-    Everything the connector returns goes through ``to_plain`` and a shape check, so what leaves
-    is plain data of the wire shape or an InvalidResult saying what is wrong where.
-    """
-
-    def __init__(self, connector: Connector, byte_limit: int | None = None) -> None:
-        self.connector = connector
-        self.byte_limit = byte_limit
-        self._description: dict[str, Any] | None = None
-
-    def plain(self, value: Any, where: str) -> Any:
-        refuse_oversize(value, self.byte_limit)  # before any other work
-        return to_plain(value, where=where, byte_limit=self.byte_limit)
-
-    def description(self) -> dict[str, Any]:
-        """The connector's describe() of this process (cached: ownership of metrics and components)."""
-        if self._description is None:
-            described = _mapping(self.plain(self.connector.describe(), "describe()"), "describe()")
-            self._description = {
-                "components": _mapping(described.get("components"), "describe().components"),
-                "metrics": _mapping(described.get("metrics"), "describe().metrics"),
-            }
-        return self._description
-
-    def run(
-        self, call: m.HostCall, progress: Callable[..., None]
-    ) -> tuple[dict[str, Any], tuple[str, ...], str]:
-        """``(data, claimed components, reason)`` of one operation; exceptions propagate."""
-        if call.operation == "describe":
-            self._description = None
-            return self.description(), (), "success"
-        if call.operation == "measure":
-            owned = list(self.description()["metrics"])
-            wanted = owned if call.metrics is None else [name for name in call.metrics if name in owned]
-            returned = self.connector.measure(wanted, call.control or Control(), progress)
-            measured = _mapping(self.plain(returned, "measure()"), "measure()")
-            found = _mapping(measured.get("metrics"), "measure().metrics")
-            annotations = _mapping(measured.get("annotations"), "measure().annotations")
-            metrics = {k: v for k, v in found.items() if k in wanted}
-            return {"metrics": metrics, "annotations": annotations}, (), "success"
-        if call.operation == "adjust":
-            owned = self.description()["components"]
-            mine = {name: value for name, value in (call.components or {}).items() if name in owned}
-            if not mine:
-                return {"components": {}}, (), NOT_INVOLVED
-            returned = self.connector.adjust(mine, call.control or Control(), progress)
-            return (
-                {"components": _mapping(self.plain(returned, "adjust()"), "adjust()")},
-                tuple(mine),
-                "success",
-            )
-        if call.operation == "check":
-            checks = self.connector.check()
-            if checks is None:
-                return {"checks": []}, (), "success"
-            if isinstance(checks, (str, bytes, Mapping)) or not isinstance(checks, Iterable):
-                raise InvalidResult(f"check() returned a {type_name(checks)}, not a list of checks")
-            refuse_oversize(checks, self.byte_limit)  # a generator passes: the budget below stops it
-            # One byte budget for all entries: a generator that never ends is stopped by it.
-            converter = PlainConverter(self.byte_limit)
-            entries = [
-                _check_entry(converter, item, f"check()[{index}]") for index, item in enumerate(checks)
-            ]
-            return {"checks": entries}, (), "success"
-        raise ValueError(f"unknown operation {call.operation!r}")
 
 
 @dataclass(frozen=True)
@@ -246,7 +138,7 @@ def forking(spec: m.ChildSpec, generation: int, private_fds: tuple[int, ...] = (
         _forked_with = None
 
 
-class ConnectorHost(Actor):
+class ConnectorHost(HostWorker, Actor):
     """Hosts one connector (see module docstring). Created and driven only by the Supervisor."""
 
     def __init__(self) -> None:
@@ -273,7 +165,7 @@ class ConnectorHost(Actor):
         self._spec: m.ChildSpec | None = None
         self._generation = 0
         self._supervisor: Any = None
-        self._calls: _ConnectorCalls | None = None
+        self._calls: ConnectorCalls | None = None
         self._busy: str | None = None
         self._work: queue.SimpleQueue[tuple[str, Callable[[], tuple[Any, ...]]]] | None = None
         self._worker: threading.Thread | None = None
@@ -295,10 +187,6 @@ class ConnectorHost(Actor):
         except Exception:
             _log.exception("connector host %s failed on %s", self._name, type_name(msg))
         return ThespianWatch([self._wake_r])
-
-    @property
-    def _name(self) -> str:
-        return self._spec.name if self._spec else "?"
 
     def _receive(self, msg: Any, sender: Any) -> None:
         if isinstance(msg, WatchMessage):
@@ -421,131 +309,3 @@ class ConnectorHost(Actor):
             message = f"connector {reply.name!r}: its result could not be sent ({describe_exception(exc)})"
             outcome = ConnectorOutcome(reply.name, "failed", INVALID_RESULT, message)
             self.send(self._supervisor, m.HostReply(reply.request_id, reply.name, reply.generation, outcome))
-
-    def _job_failed(self, label: str, why: str) -> tuple[Any, ...]:
-        """The event that ends job ``label`` (startup, shutdown or a request id) as failed."""
-        name = self._name
-        if label == "startup":
-            return ("startup-failed", f"the host failed: {why}")
-        if label == "shutdown":
-            return ("shutdown-done",)
-        outcome = ConnectorOutcome(name, "failed", HOST_ERROR, f"connector {name!r}: the host failed: {why}")
-        return ("reply", label, outcome, ())
-
-    # ----- worker thread -----------------------------------------------------------------------
-
-    def _start_worker(self, label: str, work: Callable[[], tuple[Any, ...]]) -> None:
-        """Hand ``work`` to the worker thread (started on first use, and again should it end)."""
-        self._busy = label
-        if self._worker is None or self._work is None or not self._worker.is_alive():
-            self._work = queue.SimpleQueue()
-            self._worker = threading.Thread(target=self._worker_loop, args=(self._work,), daemon=True)
-            self._worker.name = "connector"
-            self._worker.start()
-        self._work.put((label, work))
-
-    def _worker_loop(self, jobs: queue.SimpleQueue[tuple[str, Callable[[], tuple[Any, ...]]]]) -> None:
-        label: str | None = None
-        try:
-            while True:
-                label, work = jobs.get()
-                self._post(self._run_job(label, work))
-                label = None
-        finally:
-            # Only if something escaped _run_job, which catches everything: the actor thread fails
-            # the job at once instead of leaving its part to time out.
-            self._post(("worker-ended", label))
-
-    def _run_job(self, label: str, work: Callable[[], tuple[Any, ...]]) -> tuple[Any, ...]:
-        try:
-            return work()
-        except SystemExit as exc:
-            # A connector that calls sys.exit(code) ends its process with that code; 0 is a
-            # normal exit (a transient connector then stays down).
-            code = exc.code
-            os._exit(code if type(code) is int and 0 <= code <= MAX_EXIT_CODE else (0 if code is None else 1))
-        except BaseException as exc:  # what escaped the job's own handlers: fail it by name
-            return self._job_failed(label, describe_exception(exc))
-
-    def _wake(self) -> None:
-        with contextlib.suppress(BlockingIOError):
-            os.write(self._wake_w, b"!")
-
-    def _post(self, event: tuple[Any, ...]) -> None:
-        self._events.put(event)
-        self._wake()
-
-    def _startup_work(self) -> tuple[Any, ...]:
-        assert self._spec is not None
-        try:
-            connector = build_connector(self._spec)
-            connector.startup()
-        except SystemExit:
-            raise
-        except BaseException as exc:  # anything a plugin raises is its failure, reported by name
-            return ("startup-failed", describe_exception(exc))
-        self._calls = _ConnectorCalls(connector, self._spec.max_result_bytes)
-        return ("ready",)
-
-    def _shutdown_work(self) -> tuple[Any, ...]:
-        assert self._calls is not None
-        with contextlib.suppress(Exception):  # best effort: the process is killed next anyway
-            self._calls.connector.shutdown()
-        return ("shutdown-done",)
-
-    def _progress_function(self, request_id: str) -> Callable[..., None]:
-        def progress(percent: float = 0.0, message: str = "") -> None:
-            # Called by connector code, from any thread: never raises, never blocks for long.
-            value = progress_percent(percent)
-            if value is None:
-                return
-            text = safe_text(message, PROGRESS_MESSAGE_LIMIT)
-            with self._progress_lock:
-                fresh = self._progress is None
-                self._progress = (request_id, value, text)
-            if fresh:
-                self._wake()
-
-        return progress
-
-    def _operation_work(self, call: m.HostCall) -> tuple[Any, ...]:
-        assert self._calls is not None and self._spec is not None
-        name = self._name
-        claimed: tuple[str, ...] = ()
-        try:
-            data, claimed, reason = self._calls.run(call, self._progress_function(call.request_id))
-            outcome = ConnectorOutcome(name, "ok", reason, None, data)
-        except ConnectorFailure as failure:
-            outcome = _failure_outcome(name, failure)
-        except ResultTooLarge as exc:
-            outcome = self._too_large(call, str(exc))
-        except (NotPlainData, InvalidResult) as exc:
-            message = f"connector {name!r} returned an invalid {call.operation} result: {safe_text(exc)}"
-            outcome = ConnectorOutcome(name, "failed", INVALID_RESULT, message)
-        except SystemExit:
-            raise
-        except BaseException as exc:  # a connector bug must not take the host's reply with it
-            message = f"connector {name!r} raised {type_name(exc)} in {call.operation}: {safe_text(exc)}"
-            outcome = ConnectorOutcome(name, "failed", "connector-error", message)
-        size = len(pickle.dumps(m.HostReply(call.request_id, name, self._generation, outcome, claimed)))
-        if size > self._spec.max_result_bytes:
-            outcome, claimed = self._too_large(call, f"{size} bytes"), ()
-        return ("reply", call.request_id, outcome, claimed)
-
-    def _too_large(self, call: m.HostCall, size: str) -> ConnectorOutcome:
-        assert self._spec is not None
-        limit = self._spec.max_result_bytes
-        message = (
-            f"connector {self._name!r} returned a {call.operation} result of {size} (pickled), over the "
-            f"limit of {limit} bytes (supervisor.max_result_bytes)"
-        )
-        return ConnectorOutcome(self._name, "failed", RESULT_TOO_LARGE, message)
-
-
-def _failure_outcome(name: str, failure: ConnectorFailure) -> ConnectorOutcome:
-    """The part a ConnectorFailure asks for; its fields are connector-supplied, so made text."""
-    status, reason = getattr(failure, "status", None), getattr(failure, "reason", None)
-    status = safe_text(status, WORD_LIMIT) if isinstance(status, str) else "failed"
-    reason = safe_text(reason, WORD_LIMIT) if isinstance(reason, str) else "failed"
-    message = safe_text(getattr(failure, "message", ""))
-    return ConnectorOutcome(name, status, reason, f"connector {name!r}: {message}")

@@ -24,25 +24,46 @@ Thespian facts this module works around (architecture.md, measured with 4.0.1):
 - A parent actor learns a child's PID at ``createActor`` (``child_pid``), and Thespian never
   forgets a child's address (``forget_child`` prunes them); its listen queue of 100 overflows when
   ~50 fresh actors connect at once (``LISTEN_BACKLOG``).
+
+This module starts and kills the system (``ActorSystemHandle``) and patches Thespian for it. Beside
+it, and re-exported here: a parent's children as Thespian keeps them (``child_actors``: PIDs, exit
+codes, forgetting), the ports (``ports``) and the admin's logging (``admin_logging``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
-import multiprocessing.process
 import os
-import socket
 import time
-from collections import OrderedDict
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from servo_actors.actors.linux import lifeline, processes
 from servo_actors.actors.transport import message_auth, thespian_patches
+from servo_actors.actors.transport.admin_logging import (
+    CONNECTOR_LOG_NAME,
+    THESPIAN_LOG_NAME,
+    log_definitions,
+    quiet_forked_admin,
+)
+from servo_actors.actors.transport.child_actors import (
+    EXIT_CODES,
+    EXIT_CODES_KEPT,
+    child_pid,
+    forget_child,
+    pop_exit_code,
+    reaped_exit_code,
+    record_exit_code,
+    tracked_child_addresses,
+)
+from servo_actors.actors.transport.ports import (
+    LOOPBACK,
+    check_listen_address,
+    free_loopback_port,
+    port_is_taken,
+)
 from servo_actors.actors.transport.thespian_internals import check_thespian
 from servo_actors.endpoints import Endpoint
 from servo_actors.errors import SupervisorError
@@ -71,28 +92,19 @@ __all__ = [
     "wait_until_gone",
 ]
 
-LOOPBACK = "127.0.0.1"
 TRANSMIT_TIMEOUT = timedelta(seconds=5)
 """Thespian gives up on an undeliverable message after this (its default is 5 minutes)."""
 LISTEN_BACKLOG = 1024
 """Listen queue of every actor's socket (Thespian: 100; the kernel caps it at net.core.somaxconn)."""
 KILL_TIMEOUT = 2.0
 """Seconds ``kill`` waits for SIGKILLed processes to disappear before reporting survivors."""
-THESPIAN_LOG_NAME = "thespian.log"
-CONNECTOR_LOG_NAME = "connectors.log"
 ADMIN_PORT_ATTEMPTS = 3
 """Fresh ports tried when the port meant for the admin is taken (see ``_start_admin``)."""
 
 _listen_host = LOOPBACK
 """The address every socket of the actor systems this process starts binds (inherited by fork)."""
-EXIT_CODES_KEPT = 256
-"""Exit codes kept at most (oldest dropped first): each is normally asked for within moments."""
 
 _started_sessions: list[int] = []
-EXIT_CODES: OrderedDict[tuple[int, int], int] = OrderedDict()
-"""(PID, start ticks) -> exit code of child actors this process reaped (filled by the patched
-Thespian reaper). The start time (``/proc/PID/stat`` field 22, read while the child is a zombie)
-makes the key name one process for good: a reused PID never inherits a stale exit code."""
 
 _log = logging.getLogger(__name__)
 _patched = False
@@ -156,175 +168,9 @@ def sessions_started() -> tuple[int, ...]:
     return tuple(_started_sessions)
 
 
-def record_exit_code(pid: int, started: int | None, code: int) -> None:
-    """Keep the exit code of child ``pid`` that started at ``started`` (start ticks); without a
-    start time nothing is kept, as it could not be told from a later process with the same PID."""
-    if started is None:
-        return
-    EXIT_CODES[(pid, started)] = code
-    while len(EXIT_CODES) > EXIT_CODES_KEPT:
-        EXIT_CODES.popitem(last=False)
-
-
-def pop_exit_code(pid: int | None, started: int | None) -> int | None:
-    """The recorded exit code of the child ``pid`` that started at ``started`` (once), or None."""
-    if pid is None or started is None:
-        return None
-    return EXIT_CODES.pop((pid, started), None)
-
-
-def forget_child(actor: Any, address: Any) -> None:
-    """Drop Thespian's bookkeeping of a child actor that is gone, so a long-lived parent stays small.
-
-    Thespian keeps every child address it ever created (``_managed`` "never shrinks. Ever.", and
-    ``_children`` only shrinks on a ChildActorExited it sometimes misses): ~1 KB per spawn, which a
-    servo that cancels for months would feel. The slot is set to None rather than removed, so the
-    instance numbers of live children stay valid. Call only after Thespian has had its chance to
-    handle the child's exit. A no-op when the internals are not as Thespian 4.0.1 has them.
-    """
-    manager = getattr(actor, "_myRef", None)
-    details = getattr(address, "addressDetails", None)
-    index = getattr(details, "addressInstanceNum", None)
-    managed = getattr(getattr(manager, "_addrManager", None), "_managed", None)
-    if manager is None or index is None or not isinstance(managed, list) or not 0 <= index < len(managed):
-        return
-    useable = managed[index]
-    useable_details = getattr(useable, "addressDetails", None)
-
-    def is_this_child(candidate: Any) -> bool:
-        # Thespian's own address comparisons raise across address kinds: compare like with like.
-        found = getattr(candidate, "addressDetails", None)
-        if type(found) is type(details):
-            return getattr(found, "addressInstanceNum", None) == index
-        return (
-            useable_details is not None and type(found) is type(useable_details) and found == useable_details
-        )
-
-    children = getattr(manager, "_children", None)
-    if isinstance(children, list):
-        manager._children = [child for child in children if not is_this_child(child)]
-    managed[index] = None
-
-
-def reaped_exit_code(actor: Any, pid: int | None) -> int | None:
-    """The exit code of ``actor``'s child ``pid`` as its ``multiprocessing.Process`` keeps it, or None.
-
-    ``multiprocessing`` reaps every finished child whenever the process starts another one
-    (``Process.start`` polls them all first): a child that died just before the supervisor forked a
-    fresh host is then gone, unrecorded (``record_exit_code`` only sees Thespian's own liveness
-    checks) and out of ``waitid``'s reach; only its Process object still knows how it ended.
-    """
-    if pid is None:
-        return None
-    manager = getattr(actor, "_myRef", None)
-    for info in getattr(manager, "_child_procs", None) or ():
-        proc = getattr(info, "childProc", None)
-        if getattr(proc, "pid", None) == pid:
-            popen = getattr(proc, "_popen", None)
-            code = getattr(popen, "returncode", None)  # set once reaped; no wait here
-            if isinstance(code, int):
-                return code
-    return None
-
-
-def child_pid(actor: Any, address: Any) -> int | None:
-    """The PID of the child actor ``actor`` just created at ``address``, or None if not found.
-
-    Thespian forks the child inside ``createActor`` and keeps its ``multiprocessing.Process``; the
-    PID is known at once, before the child has run a line of its own, so it can be killed from
-    the first moment.
-
-    It also takes the child's Process out of ``multiprocessing``'s own list of children: that list
-    is polled, and every finished child in it reaped, whenever this process starts another one, so
-    a host that crashed just before the next fork would be reaped there, its exit code seen by
-    nobody. Thespian's liveness check (patched to record the code) is then the only reaper.
-    """
-    manager = getattr(actor, "_myRef", None)
-    for info in getattr(manager, "_child_procs", None) or ():
-        if getattr(info, "childAddr", None) is address:
-            proc = getattr(info, "childProc", None)
-            with contextlib.suppress(Exception):  # internals not as in CPython 3.11-3.13
-                multiprocessing.process._children.discard(proc)  # type: ignore[attr-defined]  # private, stable since 3.4
-            return getattr(proc, "pid", None)
-    return None
-
-
-def tracked_child_addresses(actor: Any) -> int:
-    """How many child addresses Thespian holds for ``actor`` (see ``forget_child``); 0 if unknown."""
-    manager = getattr(actor, "_myRef", None)
-    managed = getattr(getattr(manager, "_addrManager", None), "_managed", None)
-    if not isinstance(managed, list):
-        return 0
-    return sum(1 for entry in managed if entry is not None)
-
-
-def free_loopback_port() -> int:
-    """A TCP port on 127.0.0.1 free right now (the kernel's choice, so parallel runs differ)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((LOOPBACK, 0))
-        return probe.getsockname()[1]
-
-
-def port_is_taken(host: str, port: int) -> bool:
-    """Whether something listens on ``host:port`` now: the test Thespian makes before it decides
-    that an admin is already there (a bind with SO_REUSEADDR that fails with EADDRINUSE)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            return exc.errno == errno.EADDRINUSE
-    return False
-
-
-def check_listen_address(endpoint: Endpoint) -> None:
-    """SupervisorError naming ``endpoint`` when this process cannot listen there right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((endpoint.host, endpoint.port))
-        except OSError as exc:
-            hint = " (is another servo or agent running there?)" if exc.errno == errno.EADDRINUSE else ""
-            if exc.errno == errno.EADDRNOTAVAIL:
-                hint = " (it is not an address of this host)"
-            raise SupervisorError(f"cannot listen on {endpoint}: {exc.strerror or exc}{hint}") from None
-
-
 def _session_leader_children() -> set[int]:
     me = os.getpid()
     return {s.pid for s in processes.children_of(me) if s.sid == s.pid}
-
-
-def _log_definitions(run_dir: Path) -> dict[str, Any]:
-    """Thespian's logger process: connector logging goes to a file in the run directory."""
-    return {
-        "version": 1,
-        "formatters": {"plain": {"format": "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"}},
-        "handlers": {
-            "file": {
-                "class": "logging.FileHandler",
-                "filename": str(run_dir / CONNECTOR_LOG_NAME),
-                "formatter": "plain",
-                "level": "INFO",
-            }
-        },
-        "root": {"handlers": ["file"], "level": "INFO"},
-    }
-
-
-@contextlib.contextmanager
-def _quiet_forked_admin() -> Iterator[None]:
-    """The admin is forked with this process's logging set-up, stderr handler included: it would
-    print its INFO chatter ("++++ Actor System gen ... started") on the user's terminal. Raise the
-    root level while it is forked, so the admin keeps only warnings; this process gets its level back.
-    """
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(max(level, logging.WARNING))
-    try:
-        yield
-    finally:
-        root.setLevel(level)
 
 
 class ActorSystemHandle:
@@ -420,11 +266,11 @@ class ActorSystemHandle:
                     continue
             capabilities = {**self.capabilities, "Admin Port": port, "Process Startup Method": "fork"}
             try:
-                with _quiet_forked_admin(), lifeline.forking(line):
+                with quiet_forked_admin(), lifeline.forking(line):
                     asys = ActorSystem(
                         "multiprocTCPBase",
                         capabilities,
-                        logDefs=_log_definitions(self.run_dir),
+                        logDefs=log_definitions(self.run_dir),
                         transientUnique=True,
                     )
             except Exception as exc:  # Thespian raises several unrelated types here

@@ -1,0 +1,196 @@
+"""The worker thread of a connector's host: it runs one job at a time (startup, an operation,
+shutdown) and hands the actor thread what came of it, progress included.
+
+Apart from the actor (``host``): a Thespian actor blocked inside ``receiveMessage`` is deaf, so the
+connector runs here, on one worker thread of the host process, which posts events (progress,
+result) to a queue and wakes the actor thread with a byte on a pipe it watches. This is the mixin
+``HostWorker`` of ``ConnectorHost``: it reads the host's state, which ``ConnectorHost.__init__``
+sets, and imports no Thespian. The worker catches everything; should it end all the same, its job
+fails at once (``_job_failed``) and the next job gets a fresh thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from servo_actors.actors.connector_calls import (
+    ConnectorCalls,
+    InvalidResult,
+    build_connector,
+    failure_outcome,
+)
+from servo_actors.actors.rules import messages as m
+from servo_actors.actors.rules.results import ConnectorOutcome
+from servo_actors.actors.transport.plain_data import (
+    NotPlainData,
+    ResultTooLarge,
+    describe_exception,
+    progress_percent,
+    safe_text,
+    type_name,
+)
+from servo_actors.connectors.base import ConnectorFailure
+
+__all__ = [
+    "HOST_ERROR",
+    "HostWorker",
+    "INVALID_RESULT",
+    "MAX_EXIT_CODE",
+    "PROGRESS_MESSAGE_LIMIT",
+    "RESULT_TOO_LARGE",
+]
+
+RESULT_TOO_LARGE = "result-too-large"
+"""Reason of a part whose result pickles to more than the connector's ``max_result_bytes``."""
+INVALID_RESULT = "invalid-result"
+"""Reason of a part whose result is not plain data of the operation's shape."""
+HOST_ERROR = "host-error"
+"""Reason of a part the host itself failed (should never be seen: everything is caught)."""
+PROGRESS_MESSAGE_LIMIT = 500
+"""Most characters of a progress message forwarded."""
+MAX_EXIT_CODE = 255
+
+
+class HostWorker:
+    """The worker-thread half of ``ConnectorHost`` (a mixin: the host's ``__init__`` sets these)."""
+
+    _spec: m.ChildSpec | None
+    _generation: int
+    _calls: ConnectorCalls | None
+    _busy: str | None
+    """The job in hand (startup, shutdown or a request id), None when idle."""
+    _work: queue.SimpleQueue[tuple[str, Callable[[], tuple[Any, ...]]]] | None
+    _worker: threading.Thread | None
+    _events: queue.SimpleQueue[tuple[Any, ...]]
+    _progress_lock: threading.Lock
+    _progress: tuple[str, float, str] | None
+    _wake_w: int
+
+    @property
+    def _name(self) -> str:
+        return self._spec.name if self._spec else "?"
+
+    def _job_failed(self, label: str, why: str) -> tuple[Any, ...]:
+        """The event that ends job ``label`` (startup, shutdown or a request id) as failed."""
+        name = self._name
+        if label == "startup":
+            return ("startup-failed", f"the host failed: {why}")
+        if label == "shutdown":
+            return ("shutdown-done",)
+        outcome = ConnectorOutcome(name, "failed", HOST_ERROR, f"connector {name!r}: the host failed: {why}")
+        return ("reply", label, outcome, ())
+
+    # ----- worker thread -----------------------------------------------------------------------
+
+    def _start_worker(self, label: str, work: Callable[[], tuple[Any, ...]]) -> None:
+        """Hand ``work`` to the worker thread (started on first use, and again should it end)."""
+        self._busy = label
+        if self._worker is None or self._work is None or not self._worker.is_alive():
+            self._work = queue.SimpleQueue()
+            self._worker = threading.Thread(target=self._worker_loop, args=(self._work,), daemon=True)
+            self._worker.name = "connector"
+            self._worker.start()
+        self._work.put((label, work))
+
+    def _worker_loop(self, jobs: queue.SimpleQueue[tuple[str, Callable[[], tuple[Any, ...]]]]) -> None:
+        label: str | None = None
+        try:
+            while True:
+                label, work = jobs.get()
+                self._post(self._run_job(label, work))
+                label = None
+        finally:
+            # Only if something escaped _run_job, which catches everything: the actor thread fails
+            # the job at once instead of leaving its part to time out.
+            self._post(("worker-ended", label))
+
+    def _run_job(self, label: str, work: Callable[[], tuple[Any, ...]]) -> tuple[Any, ...]:
+        try:
+            return work()
+        except SystemExit as exc:
+            # A connector that calls sys.exit(code) ends its process with that code; 0 is a
+            # normal exit (a transient connector then stays down).
+            code = exc.code
+            os._exit(code if type(code) is int and 0 <= code <= MAX_EXIT_CODE else (0 if code is None else 1))
+        except BaseException as exc:  # what escaped the job's own handlers: fail it by name
+            return self._job_failed(label, describe_exception(exc))
+
+    def _wake(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.write(self._wake_w, b"!")
+
+    def _post(self, event: tuple[Any, ...]) -> None:
+        self._events.put(event)
+        self._wake()
+
+    def _startup_work(self) -> tuple[Any, ...]:
+        assert self._spec is not None
+        try:
+            connector = build_connector(self._spec)
+            connector.startup()
+        except SystemExit:
+            raise
+        except BaseException as exc:  # anything a plugin raises is its failure, reported by name
+            return ("startup-failed", describe_exception(exc))
+        self._calls = ConnectorCalls(connector, self._spec.max_result_bytes)
+        return ("ready",)
+
+    def _shutdown_work(self) -> tuple[Any, ...]:
+        assert self._calls is not None
+        with contextlib.suppress(Exception):  # best effort: the process is killed next anyway
+            self._calls.connector.shutdown()
+        return ("shutdown-done",)
+
+    def _progress_function(self, request_id: str) -> Callable[..., None]:
+        def progress(percent: float = 0.0, message: str = "") -> None:
+            # Called by connector code, from any thread: never raises, never blocks for long.
+            value = progress_percent(percent)
+            if value is None:
+                return
+            text = safe_text(message, PROGRESS_MESSAGE_LIMIT)
+            with self._progress_lock:
+                fresh = self._progress is None
+                self._progress = (request_id, value, text)
+            if fresh:
+                self._wake()
+
+        return progress
+
+    def _operation_work(self, call: m.HostCall) -> tuple[Any, ...]:
+        assert self._calls is not None and self._spec is not None
+        name = self._name
+        claimed: tuple[str, ...] = ()
+        try:
+            data, claimed, reason = self._calls.run(call, self._progress_function(call.request_id))
+            outcome = ConnectorOutcome(name, "ok", reason, None, data)
+        except ConnectorFailure as failure:
+            outcome = failure_outcome(name, failure)
+        except ResultTooLarge as exc:
+            outcome = self._too_large(call, str(exc))
+        except (NotPlainData, InvalidResult) as exc:
+            message = f"connector {name!r} returned an invalid {call.operation} result: {safe_text(exc)}"
+            outcome = ConnectorOutcome(name, "failed", INVALID_RESULT, message)
+        except SystemExit:
+            raise
+        except BaseException as exc:  # a connector bug must not take the host's reply with it
+            message = f"connector {name!r} raised {type_name(exc)} in {call.operation}: {safe_text(exc)}"
+            outcome = ConnectorOutcome(name, "failed", "connector-error", message)
+        size = len(pickle.dumps(m.HostReply(call.request_id, name, self._generation, outcome, claimed)))
+        if size > self._spec.max_result_bytes:
+            outcome, claimed = self._too_large(call, f"{size} bytes"), ()
+        return ("reply", call.request_id, outcome, claimed)
+
+    def _too_large(self, call: m.HostCall, size: str) -> ConnectorOutcome:
+        assert self._spec is not None
+        limit = self._spec.max_result_bytes
+        message = (
+            f"connector {self._name!r} returned a {call.operation} result of {size} (pickled), over the "
+            f"limit of {limit} bytes (supervisor.max_result_bytes)"
+        )
+        return ConnectorOutcome(self._name, "failed", RESULT_TOO_LARGE, message)
