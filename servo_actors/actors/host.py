@@ -83,7 +83,7 @@ __all__ = [
     "forking",
 ]
 
-PARENT_CHECK_INTERVAL = timedelta(seconds=2)
+PARENT_CHECK_INTERVAL = timedelta(seconds=10)
 """How often a host checks that its supervisor is still its parent. Only a fallback: the kernel
 kills the host when the supervisor dies (PR_SET_PDEATHSIG, armed before the parent is checked
 once more at HostInit), so this wakes rarely; every wakeup of every host costs CPU while idle."""

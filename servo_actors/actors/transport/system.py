@@ -33,6 +33,7 @@ codes, forgetting), the ports (``ports``) and the admin's logging (``admin_loggi
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import time
@@ -230,6 +231,10 @@ class ActorSystemHandle:
         utilis._thesplog_old_file = None
         message_auth.reset_refusal_reports()
         line = lifeline.Lifeline()
+        # The admin is forked from here, the supervisor and the hosts from it: objects that exist
+        # now are moved out of the collector's reach, so no collection in a child writes to their
+        # pages and the copies stay shared (the servo's PSS; each host freezes its own too).
+        gc.freeze()
         try:
             self._start_admin(line)
         except BaseException:
