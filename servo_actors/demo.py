@@ -37,13 +37,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import requests
 import yaml
 
 from servo_actors import signals
 from servo_actors.actors.linux import processes
 from servo_actors.config import ServoConfig
 from servo_actors.errors import ServoError
+from servo_actors.protocol.admin_client import OptimizerAdminClient, OptimizerAdminError
 from servo_actors.runner import Runner
 from servo_actors.vocabulary import ADJUST, DESCRIBE, MEASURE, SLEEP
 
@@ -233,7 +233,8 @@ class _Demo:
         self.echo = echo
         self.status = status
         self.watcher = watcher
-        self.session = requests.Session()  # the main thread's; each helper thread has its own
+        # The main thread's admin client; each helper thread has its own.
+        self.admin = OptimizerAdminClient(url, timeout=STATE_TIMEOUT)
         self.operations = 0
         self.printed_steps = 0
         self.printed_cancels = 0
@@ -279,17 +280,12 @@ class _Demo:
 
     # --- the optimizer's state --------------------------------------------------------------------
 
-    def state(self, session: requests.Session | None = None) -> dict[str, Any]:
+    def state(self, admin: OptimizerAdminClient | None = None) -> dict[str, Any]:
         """``GET /admin/state``; DemoError naming the URL when the optimizer does not answer it."""
-        url = f"{self.url}/admin/state"
         try:
-            response = (session or self.session).get(url, timeout=STATE_TIMEOUT)
-            response.raise_for_status()
-            return response.json()
-        except (requests.RequestException, ValueError) as exc:
-            raise DemoError(
-                f"the embedded optimizer did not answer GET {url}: {type(exc).__name__}"
-            ) from None
+            return (admin or self.admin).state()
+        except OptimizerAdminError as exc:
+            raise DemoError(f"the embedded optimizer did not answer GET {exc.url}: {exc.cause}") from None
 
     def print_news(self, state: dict[str, Any]) -> None:
         """The cancels and steps the optimizer recorded since the last look, in that order."""
@@ -345,15 +341,11 @@ class _Demo:
 
     def _press(self, press: _Press) -> None:
         """Wait until the optimizer shows ``press``'s command in flight, then ask it to cancel it."""
-        session = requests.Session()
+        admin = OptimizerAdminClient(self.url, timeout=STATE_TIMEOUT)
         try:
-            in_flight = self._await_in_flight(session, press)
+            in_flight = self._await_in_flight(admin, press)
             if in_flight:
-                answer = session.post(
-                    f"{self.url}/admin/cancel",
-                    json={"reason": "demo-abort", "cmd_uid": press.cmd_uid},
-                    timeout=STATE_TIMEOUT,
-                ).json()
+                answer = admin.cancel(reason="demo-abort", cmd_uid=press.cmd_uid)
                 said = answer.get("message", "")
                 step = f" (step {press.step})" if press.step is not None else ""
                 if answer.get("armed"):
@@ -362,16 +354,18 @@ class _Demo:
                     self.echo(f"  ! pressed Abort too late for {press.cmd} {press.cmd_uid}{step}: {said}")
             else:
                 self.echo(f"  ! no Abort: the optimizer never showed {press.cmd} {press.cmd_uid} in flight")
-        except (DemoError, requests.RequestException, ValueError) as exc:
-            self.echo(f"  ! Abort not pressed: the optimizer did not answer ({type(exc).__name__})")
+        except (DemoError, OptimizerAdminError) as exc:
+            # The name of what failed, as requests names it (ConnectionError, ReadTimeout...).
+            cause = exc.cause if isinstance(exc, OptimizerAdminError) else type(exc).__name__
+            self.echo(f"  ! Abort not pressed: the optimizer did not answer ({cause})")
         finally:
-            session.close()
+            admin.close()
             press.done.set()
 
-    def _await_in_flight(self, session: requests.Session, press: _Press) -> bool:
+    def _await_in_flight(self, admin: OptimizerAdminClient, press: _Press) -> bool:
         deadline = time.monotonic() + ABORT_WAIT
         while time.monotonic() < deadline and not self.watcher.stop.is_set():
-            state = self.state(session)
+            state = self.state(admin)
             current = state.get("current") or {}
             if current.get("cmd_uid") == press.cmd_uid:
                 # The driver learns the cmd_uid only from the first post about it: match the command.
@@ -385,16 +379,16 @@ class _Demo:
     # --- the progress line ---------------------------------------------------------------------------
 
     def _keep_status(self) -> None:
-        session = requests.Session()
+        admin = OptimizerAdminClient(self.url, timeout=STATE_TIMEOUT)
         try:
             while not self.finished.wait(STATUS_INTERVAL):
                 try:
-                    state = self.state(session)
+                    state = self.state(admin)
                 except DemoError:
                     continue  # the next look may do; the lines say what matters
                 self.status(self._status_text(state))  # type: ignore[misc]
         finally:
-            session.close()
+            admin.close()
 
     def _status_text(self, state: dict[str, Any]) -> str:
         driver = state["driver"]
