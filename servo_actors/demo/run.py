@@ -1,18 +1,19 @@
-"""A complete local optimization: the embedded optimizer plus a servo with a synthetic application.
+"""The demo's main flow: the servo against the embedded optimizer, each step printed as it is recorded.
 
-The optimizer runs as its own process (``servo-actors optimizer serve``) on a free loopback port,
-so the servo talks to it over real HTTP exactly as it would to a remote one; the servo runs here,
-its synthetic connector in a supervised actor process. Each step is printed as the optimizer
-records it; at the end, the recommendation against the baseline.
+The optimizer runs as its own process (optimizer_process.py) on a free loopback port, so the servo
+talks to it over real HTTP exactly as it would to a remote one; the servo runs here, its
+connectors in supervised actor processes. Each step is printed as the optimizer records it; at the
+end, the recommendation against the baseline (summary.py).
 
-``run_demo`` optimizes the synthetic application by default; a ``DemoSetup`` gives it another plan
-and another servo (scripts/kube-demo: a Deployment on the local Kubernetes cluster), run by the
-same loop, with the same Abort presses and the same closing summary.
+``run_demo`` optimizes the synthetic application by default; a ``DemoSetup`` (setup.py) gives it
+another plan and another servo (scripts/kube-demo: a Deployment on the local Kubernetes cluster),
+run by the same loop, with the same Abort presses and the same closing summary.
 
 ``abort_every=N`` presses Abort on every Nth MEASURE or ADJUST, to show crash-only recovery live:
 once the optimizer shows that command in flight, the demo asks it to cancel that command (by its
 ``cmd_uid``: a press that comes too late never lands on the next one), and prints the command the
-optimizer actually cancelled, from its own record (``/admin/state``'s ``cancels``).
+optimizer actually cancelled, from its own record (``/admin/state``'s ``cancels``). It looks and
+presses through the admin API (protocol/admin_client.py), each thread with its own client.
 
 What the demo says goes through ``echo`` (one line each) and, when given, ``status`` (the text
 of a progress line, kept up to date every ``STATUS_INTERVAL``; ``""`` clears it). SIGTERM/SIGINT
@@ -22,17 +23,10 @@ the exit code is 128 + the signal.
 
 from __future__ import annotations
 
-import contextlib
-import math
-import os
-import select
-import subprocess
-import sys
 import tempfile
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,9 +34,11 @@ from typing import Any
 import yaml
 
 from servo_actors import signals
-from servo_actors.actors.linux import processes
 from servo_actors.config import ServoConfig
-from servo_actors.errors import ServoError
+from servo_actors.demo.errors import DemoError
+from servo_actors.demo.optimizer_process import running_optimizer
+from servo_actors.demo.setup import DemoOptions, DemoSetup, synthetic_setup
+from servo_actors.demo.summary import described_settings, number_text, settings_text, step_line, summary_lines
 from servo_actors.protocol.admin_client import OptimizerAdminClient, OptimizerAdminError
 from servo_actors.runner import Runner
 from servo_actors.vocabulary import ADJUST, DESCRIBE, MEASURE, SLEEP
@@ -50,31 +46,13 @@ from servo_actors.vocabulary import ADJUST, DESCRIBE, MEASURE, SLEEP
 __all__ = [
     "ABORT_LOOK_INTERVAL",
     "ABORT_WAIT",
-    "DEMO_APP",
-    "DemoError",
-    "DemoOptions",
-    "DemoSetup",
-    "OPTIMIZER_START_TIMEOUT",
-    "OPTIMIZER_STOP_TIMEOUT",
     "PRESS_JOIN_TIMEOUT",
-    "PROGRESS_INTERVAL",
     "STATE_TIMEOUT",
     "STATUS_INTERVAL",
     "STATUS_STOP_TIMEOUT",
-    "STDERR_TAIL_LINES",
-    "TIME_SCALE",
-    "demo_config",
-    "demo_plan",
     "run_demo",
-    "summary_lines",
-    "synthetic_setup",
 ]
 
-DEMO_APP = "demo.local/web"
-OPTIMIZER_START_TIMEOUT = 15.0
-"""Seconds the optimizer process may take to print its address."""
-OPTIMIZER_STOP_TIMEOUT = 5.0
-"""Seconds the optimizer process gets to exit after SIGTERM before SIGKILL."""
 STATE_TIMEOUT = 5.0
 """Connect/read timeout of the demo's own GET /admin/state and POST /admin/cancel."""
 ABORT_WAIT = 5.0
@@ -87,74 +65,6 @@ STATUS_INTERVAL = 0.5
 """How often the progress line is brought up to date (from the optimizer's state)."""
 STATUS_STOP_TIMEOUT = STATE_TIMEOUT + 1.0
 """Longest the demo waits for the progress line's thread to end."""
-STDERR_TAIL_LINES = 20
-"""Last lines of the optimizer's stderr kept for an error message, should it fail to start."""
-TIME_SCALE = 0.05
-"""The synthetic application runs this much faster than real time (a 30 s measure takes 1.5 s)."""
-PROGRESS_INTERVAL = "100ms"
-"""The demo servo's progress posts: an Abort lands this soon after it is pressed."""
-
-
-class DemoError(ServoError):
-    """The demo could not run or did not finish its plan."""
-
-
-@dataclass(frozen=True)
-class DemoOptions:
-    steps: int = 15
-    seed: int = 0
-    abort_every: int = 0
-    measure_seconds: float = 30.0
-    time_scale: float = TIME_SCALE
-
-
-def demo_plan(options: DemoOptions) -> dict[str, Any]:
-    return {
-        "app": DEMO_APP,
-        "steps": options.steps,
-        "seed": options.seed,
-        "measure": {"duration": options.measure_seconds, "warmup": 0},
-        "objective": {"minimize": "cost", "constraints": ["p99_latency <= 250", "error_rate <= 0.01"]},
-        "sleep": 600,
-    }
-
-
-def demo_config(optimizer_url: str, options: DemoOptions) -> ServoConfig:
-    return ServoConfig.model_validate(
-        {
-            "optimizer": {"id": DEMO_APP, "base_url": optimizer_url},
-            "settings": {
-                "progress_interval": PROGRESS_INTERVAL,
-                "timeouts": {"connect": "2s", "read": "10s"},
-                "backoff": {"min": "100ms", "max": "1s", "max_time": "30s"},
-            },
-            "connectors": [
-                {
-                    "name": "app",
-                    "type": "synthetic",
-                    "config": {
-                        "seed": options.seed,
-                        "time_scale": options.time_scale,
-                        "rollout_seconds": "5s",
-                    },
-                }
-            ],
-        }
-    )
-
-
-@dataclass(frozen=True)
-class DemoSetup:
-    """What a demo optimizes: the optimizer's plan, and the servo's configuration given the
-    optimizer's URL (its ``optimizer.id`` must be the plan's ``app``)."""
-
-    plan: dict[str, Any]
-    config: Callable[[str], ServoConfig]
-
-
-def synthetic_setup(options: DemoOptions) -> DemoSetup:
-    """The default demo: the synthetic application (``demo_plan`` and ``demo_config``)."""
-    return DemoSetup(demo_plan(options), lambda url: demo_config(url, options))
 
 
 def run_demo(
@@ -178,7 +88,7 @@ def run_demo(
             plan_path = Path(tmp, "plan.yaml")
             plan_path.write_text(yaml.safe_dump(setup.plan))
             code: int | None = None  # None: a stop signal ended it
-            with _optimizer_process(plan_path, Path(tmp, "state.json"), watcher) as url:
+            with running_optimizer(plan_path, Path(tmp, "state.json"), watcher) as url:
                 if url is not None:
                     echo(
                         f"embedded optimizer: {url}  (console: {url}/  "
@@ -272,8 +182,8 @@ class _Demo:
         if not best:
             self.echo("no step met every constraint")
             return 1
-        metrics = ", ".join(f"{k}={_num(v)}" for k, v in sorted(best["metrics"].items()))
-        self.echo(f"recommended: step {best['step']}: {_settings_text(best['settings'])}  ({metrics})")
+        metrics = ", ".join(f"{k}={number_text(v)}" for k, v in sorted(best["metrics"].items()))
+        self.echo(f"recommended: step {best['step']}: {settings_text(best['settings'])}  ({metrics})")
         for line in summary_lines(final):
             self.echo(line)
         return 0 if final["phase"] == "done" else 1
@@ -295,7 +205,7 @@ class _Demo:
         self.printed_cancels = len(cancels)
         steps = state["driver"]["steps"]
         for step in steps[self.printed_steps :]:
-            self.echo(_step_line(step))
+            self.echo(step_line(step))
         self.printed_steps = len(steps)
 
     def _cancel_line(self, record: dict[str, Any]) -> str:
@@ -329,7 +239,7 @@ class _Demo:
                 press.done.wait(PRESS_JOIN_TIMEOUT)  # its line first, then what came of it
             self.print_news(self.state())
         elif what == "result" and detail["cmd"] == DESCRIBE:
-            self.echo(f"described: {_settings_text(_described(detail))}")
+            self.echo(f"described: {settings_text(described_settings(detail))}")
 
     # --- Abort ---------------------------------------------------------------------------------------
 
@@ -406,192 +316,3 @@ class _Demo:
         label = "baseline" if current.get("kind") == "baseline" else f"step {current.get('step')}"
         uid = (state.get("current") or {}).get("cmd_uid") or ""  # the driver learns it only later
         return f"{where} | {current.get('cmd')} {uid} ({label}){shown}  {elapsed}"
-
-
-def summary_lines(driver_state: dict[str, Any]) -> list[str]:
-    """The demo's closing summary: baseline against recommendation, per setting and per metric.
-
-    ``driver_state`` is ``/admin/state``'s ``driver`` part. The recommendation's metrics are the
-    means of its readings; each constraint is shown with its standard error and reading count.
-    Improvement is in percent of the baseline, positive when the recommendation is better: lower
-    for a minimized objective, higher for a maximized one. Metrics that are neither the objective
-    nor constrained show their change only. One verdict runs through every line: a recommendation
-    that is not confirmed never has a constraint line saying it holds.
-    """
-    best = driver_state.get("best")
-    baseline = next((s for s in driver_state.get("steps", []) if s.get("n") == 0), None)
-    if not best or not baseline or baseline.get("status") != "ok":
-        return ["summary: no baseline reading and recommendation to compare"]
-    plan = driver_state.get("plan", {})
-    objective = plan.get("objective", {})
-    sense = "minimize" if "minimize" in objective else "maximize"
-    target = objective.get(sense)
-    confirmed = bool(best.get("confirmed"))
-    verdict = "confirmed" if confirmed else "NOT CONFIRMED"
-    note = best.get("note") or ""
-    lines = [
-        f"summary: baseline (step 0) -> recommendation (step {best['step']}), {verdict}"
-        + (f": {note}" if note else "")
-    ]
-    flat_base, flat_best = _flat(baseline.get("settings") or {}), _flat(best.get("settings") or {})
-    changes = [
-        f"{k} {_num(flat_base.get(k))} -> {_num(v)}" for k, v in flat_best.items() if flat_base.get(k) != v
-    ]
-    lines.append("  settings: " + (", ".join(changes) if changes else "unchanged"))
-    limits: dict[str, list[str]] = {}
-    for judged in best.get("constraints") or []:
-        metric = str(judged["constraint"]).split()[0]
-        limits.setdefault(metric, []).append(str(judged["constraint"]).split(" ", 1)[1])
-    names = [target] + sorted(n for n in best.get("metrics", {}) if n != target)
-    lines.append(f"  {'metric':<16}{'baseline':>12}{'recommended':>14}{'change':>10}   note")
-    for name in names:
-        before, after = baseline.get("metrics", {}).get(name), best.get("metrics", {}).get(name)
-        if before is None or after is None:
-            continue
-        change = (after - before) / abs(before) * 100 if before else math.nan
-        shown = f"{change:+.1f} %" if math.isfinite(change) else "-"
-        if name == target:
-            better = (-change if sense == "minimize" else change) + 0.0  # never "-0.0 % better"
-            note = f"objective ({sense}): {better:.1f} % better" if math.isfinite(better) else "objective"
-            if math.isfinite(better) and better < 0:
-                note = f"objective ({sense}): {-better:.1f} % worse"
-        elif name in limits:
-            note = "limit " + ", ".join(limits[name])
-        else:
-            note = ""
-        lines.append(f"  {name:<16}{_num(before):>12}{_num(after):>14}{shown:>10}   {note}".rstrip())
-    for judged in best.get("constraints") or []:
-        spread = judged.get("uncertainty")
-        value = _num(judged.get("value")) + (f" ± {spread:.2g}" if spread is not None else "")
-        lines.append(
-            f"  {judged['constraint']}: {value} ({judged.get('readings')} readings) {_verdict(judged, confirmed)}"
-        )
-    return lines
-
-
-def _verdict(judged: dict[str, Any], confirmed: bool) -> str:
-    """One constraint's line, in the words of the recommendation's verdict."""
-    if not judged.get("met"):
-        return "does NOT hold"
-    if not judged.get("met_with_margin"):
-        return "holds, but NOT with margin"
-    return "holds with margin" if confirmed else "holds with margin so far: not confirmed"
-
-
-def _flat(settings: dict[str, Any]) -> dict[str, Any]:
-    return {
-        f"{component}.{name}": value
-        for component, values in settings.items()
-        if isinstance(values, dict)
-        for name, value in values.items()
-    }
-
-
-def _described(detail: dict[str, Any]) -> dict[str, Any]:
-    components = detail.get("data", {}).get("components", {})
-    return {
-        f"{name}.{key}": setting.get("value")
-        for name, body in components.items()
-        for key, setting in body.get("settings", {}).items()
-    }
-
-
-def _step_line(step: dict[str, Any]) -> str:
-    metrics = step.get("metrics") or {}
-    shown = " ".join(f"{k}={_num(metrics[k])}" for k in ("cost", "p99_latency", "error_rate") if k in metrics)
-    if step.get("confirms") is not None:
-        shown += f"  [confirming step {step['confirms']}]"
-    mark = (
-        "feasible"
-        if step.get("feasible")
-        else (step.get("status") if step.get("status") != "ok" else "violates")
-    )
-    return f"step {step['n']:>2}: {_settings_text(step.get('settings') or {})}  {shown}  [{mark}]"
-
-
-def _settings_text(settings: dict[str, Any]) -> str:
-    """``cpu=1 memory=2`` from flat ``{"web.cpu": 1}`` or nested ``{"web": {"cpu": 1}}`` settings."""
-    flat: dict[str, Any] = {}
-    for key, value in settings.items():
-        if isinstance(value, dict):
-            flat.update({name: inner for name, inner in value.items()})
-        else:
-            flat[key.split(".")[-1]] = value
-    return " ".join(f"{k}={_num(v)}" for k, v in sorted(flat.items())) or "-"
-
-
-def _num(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
-
-
-@contextlib.contextmanager
-def _optimizer_process(plan: Path, state_file: Path, watcher: signals.SignalWatcher) -> Iterator[str | None]:
-    """Start ``optimizer serve`` on a free loopback port; yield its URL (None if a stop signal came
-    first); stop it by PID. Its stderr (its log) goes on to ours, line by line."""
-    command = [
-        sys.executable,
-        "-m",
-        "servo_actors",
-        "optimizer",
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-        "--plan",
-        str(plan),
-        "--state",
-        str(state_file),
-    ]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
-    relay = threading.Thread(target=_relay_stderr, args=(process, tail), name="optimizer-stderr", daemon=True)
-    relay.start()
-    try:
-        yield _read_url(process, watcher, relay, tail)
-    finally:
-        processes.stop_child(process, OPTIMIZER_STOP_TIMEOUT)
-        relay.join(OPTIMIZER_STOP_TIMEOUT)
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
-
-
-def _relay_stderr(process: subprocess.Popen[str], tail: deque[str]) -> None:
-    """Copy the optimizer's stderr to this process's (the terminal, or the demo's log file), keeping
-    its last lines; a pipe nobody read would stall the optimizer once full."""
-    assert process.stderr is not None
-    for line in process.stderr:
-        tail.append(line.rstrip("\n"))
-        with contextlib.suppress(OSError):
-            os.write(2, line.encode(errors="replace"))
-
-
-def _read_url(
-    process: subprocess.Popen[str], watcher: signals.SignalWatcher, relay: threading.Thread, tail: deque[str]
-) -> str | None:
-    assert process.stdout is not None
-    deadline = time.monotonic() + OPTIMIZER_START_TIMEOUT
-    fd = process.stdout.fileno()
-    os.set_blocking(fd, True)
-    wake = watcher.wake_fd
-    while (remaining := deadline - time.monotonic()) > 0 and not watcher.stop.is_set():
-        ready, _, _ = select.select([fd] if wake is None else [fd, wake], [], [], remaining)
-        if fd not in ready:
-            if wake in ready and not watcher.stop.is_set():
-                watcher.drain_wake()  # woken for something else than a stop: never spin on it
-            continue
-        line = process.stdout.readline()
-        if not line:
-            break
-        if ": http://" in line:
-            return line.rsplit(": ", 1)[1].strip()
-    if watcher.stop.is_set():
-        return None
-    if process.poll() is not None:
-        relay.join(OPTIMIZER_STOP_TIMEOUT)
-        err = " | ".join(tail)
-        raise DemoError(f"the embedded optimizer exited with code {process.returncode}: {err}")
-    raise DemoError(
-        f"the embedded optimizer did not print its address within {OPTIMIZER_START_TIMEOUT:.0f} s"
-    )
