@@ -21,7 +21,7 @@ import click
 
 from servo_actors import signals
 from servo_actors.cli.context import SignalAwareGroup, watches_stop_signals
-from servo_actors.errors import ConfigError, OptimizerError, UsageError
+from servo_actors.errors import ConfigError, UsageError
 
 __all__ = [
     "CANCEL_TIMEOUT",
@@ -159,32 +159,12 @@ def _serve_until_stopped(
 )
 def cancel(url: str, reason: str | None, app: str | None, admin_token_file: Path | None) -> None:
     """Cancel the command in flight: its next progress post is answered ``cancel``."""
-    import requests
+    from servo_actors.protocol.admin_client import OptimizerAdminClient
 
-    target = url.rstrip("/") + "/admin/cancel"
-    body: dict[str, Any] = {"reason": reason} if reason else {}
-    if app:
-        body["app"] = app
-    headers = {}
-    if admin_token_file is not None:
-        headers["Authorization"] = f"Bearer {_read_admin_token(admin_token_file)}"
-    try:
-        response = requests.post(target, json=body, headers=headers, timeout=(CANCEL_TIMEOUT, CANCEL_TIMEOUT))
-    except requests.RequestException as exc:
-        raise OptimizerError(
-            f"cannot reach the optimizer at {target}: {type(exc).__name__}", url=target
-        ) from None
-    try:
-        answer = response.json()
-    except ValueError:
-        answer = None
-    if response.status_code != 200 or not isinstance(answer, dict):
-        detail = answer.get("detail") if isinstance(answer, dict) else response.text[:200]
-        raise OptimizerError(
-            f"{target} answered HTTP {response.status_code}: {detail}",
-            url=target,
-            status=response.status_code,
-        )
+    token = _read_admin_token(admin_token_file) if admin_token_file is not None else None
+    # OptimizerAdminError (an OptimizerError) names the URL and what went wrong: exit 1.
+    with OptimizerAdminClient(url, admin_token=token, timeout=CANCEL_TIMEOUT) as admin:
+        answer = admin.cancel(app=app, reason=reason)
     click.echo(answer.get("message") or json.dumps(answer))
 
 
