@@ -27,39 +27,48 @@ Exit codes: 0 success; 1 when the operation's status is not ``ok`` or a check fa
 stderr names the connector); 2 for bad usage (an unknown metric, component or setting, a value
 out of range, off its step or not among its values) or bad configuration. SIGINT or SIGTERM
 stops the connectors (graceful, then SIGKILL) and exits 128 + the signal number (130 for Ctrl-C).
+
+The commands' parts live beside them: ``started_connectors`` (the connectors for one operation,
+and the signal exit), ``progress_line``, ``operation_output`` (the ``--json`` object and the
+tables) and ``assignments`` (``adjust``'s arguments checked against describe). Every name this
+module had is still importable from it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import math
-import re
-import shutil
-import signal
-import sys
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from servo_actors import signals
+from servo_actors.cli.assignments import (
+    STEP_TOLERANCE,
+    convert_value,
+    parse_assignments,
+    resolve_assignments,
+)
 from servo_actors.cli.context import (
     CliState,
-    color_enabled,
     echo_json,
-    format_table,
-    is_terminal,
     json_option,
     pass_state,
     watches_stop_signals,
 )
+from servo_actors.cli.operation_output import (
+    _adjust_rows,
+    _measure_rows,
+    _payload,
+    _settings_rows,
+    _status_word,
+    _table,
+)
+from servo_actors.cli.progress_line import BAR_WIDTH, REFRESH_INTERVAL, _progress_for
+from servo_actors.cli.started_connectors import SIGNAL_EXIT_BASE, _connectors
 from servo_actors.durations import format_duration
 from servo_actors.errors import ConnectorError, UsageError
 
 if TYPE_CHECKING:
-    from servo_actors.actors import Operation, OperationResult, ServoRuntime
-    from servo_actors.actors.operation_path import InFlight, OperationPath
+    from servo_actors.actors import OperationResult, ServoRuntime
     from servo_actors.config import ServoConfig
 
 __all__ = [
@@ -79,201 +88,12 @@ __all__ = [
 
 DEFAULT_MEASURE_DURATION = 0.0
 """Seconds ``measure`` measures without ``-d``: 0 means "now" (one reading per connector)."""
-REFRESH_INTERVAL = 0.2
-"""Seconds between two redraws of the progress line (the path looks at a stop more often)."""
-SIGNAL_EXIT_BASE = 128
-STEP_TOLERANCE = 1e-6
-"""How far from the step grid (in steps) a value may be: absorbs float error such as 0.1 + 0.2."""
-BAR_WIDTH = 24
-"""Characters of the progress bar itself."""
-
-
-# ----- running one operation ----------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _connectors(
-    config: ServoConfig, operation: str
-) -> Iterator[tuple[ServoRuntime, OperationPath[Operation]]]:
-    """The started runtime and the operation path (``OperationPath``) on it, watching the stop
-    signals; on every way out the runtime is stopped, and a stop signal becomes a clean exit.
-
-    The signal handler only records the signal (signals.py): the start and every wait of the path
-    look at it, so a signal at any moment abandons the operation within one wait slice, and a
-    second one changes nothing (the stop is bounded on its own).
-    """
-    from servo_actors.actors import ServoRuntime
-    from servo_actors.actors.operation_path import OperationPath
-
-    interrupted: int | None = None
-    with signals.watching() as watcher:
-        runtime = ServoRuntime(config)
-        path = OperationPath(runtime, stop=watcher.stop)
-        try:
-            path.check_stop()
-            if not runtime.start(stop=watcher.stop):  # False: stopped while the connectors started
-                raise signals.StopRequested("stop")
-            yield runtime, path
-        except signals.StopRequested:
-            interrupted = watcher.stop_signum or signal.SIGTERM
-        finally:
-            runtime.stop()
-    if interrupted is not None:
-        click.echo(
-            f"interrupted by {signal.Signals(interrupted).name}: {operation} abandoned, "
-            "its connectors were stopped",
-            err=True,
-        )
-        raise click.exceptions.Exit(SIGNAL_EXIT_BASE + interrupted)
-
-
-def _payload(result: OperationResult) -> dict[str, Any]:
-    """The ``--json`` shape (module docstring)."""
-    return {
-        "operation": result.operation,
-        "status": result.status,
-        "reason": result.reason,
-        "message": result.message,
-        "data": result.data,
-        "connectors": {
-            name: {"status": part.status, "reason": part.reason, "message": part.message}
-            for name, part in result.parts.items()
-        },
-    }
 
 
 def _raise_unless_ok(result: OperationResult) -> None:
     if not result.ok:
         detail = result.message or "no connector gave a reason"
         raise ConnectorError(f"{result.operation} {result.status} ({result.reason}): {detail}")
-
-
-# ----- progress ----------------------------------------------------------------------------------
-
-
-class _ProgressLine:
-    """One line on stderr, rewritten in place: ``measure [#####-----]  45%  13s/30s  message``;
-    redrawn after each wait of the operation path that brought no result (a ``Reporter``, see
-    actors/operation_path.py: the CLI imports the actors only when a command needs them).
-
-    With a known duration the bar follows the clock (the runtime reports the furthest connector,
-    which says little about the slowest); otherwise it shows what the connectors report.
-    """
-
-    def __init__(self, label: str, expected_seconds: float) -> None:
-        self._label = label
-        self._expected = expected_seconds
-        self._began = time.monotonic()
-        self._drawn = 0
-        self._color = color_enabled(sys.stderr)
-
-    def draw(self, reported: float, message: str) -> None:
-        elapsed = time.monotonic() - self._began
-        if self._expected > 0:
-            percent = min(99.0, 100.0 * elapsed / self._expected)
-            clock = f"{elapsed:.0f}s/{self._expected:.0f}s"
-        else:
-            percent, clock = reported, f"{elapsed:.0f}s"
-        filled = round(BAR_WIDTH * percent / 100)
-        bar = "#" * filled + "-" * (BAR_WIDTH - filled)
-        if self._color:
-            bar = click.style("#" * filled, fg="green") + "-" * (BAR_WIDTH - filled)
-        text = f"{self._label} [{bar}] {percent:3.0f}%  {clock}  {message}".rstrip()
-        # Never wrap: a wrapped line cannot be rewritten with a carriage return.
-        width = shutil.get_terminal_size().columns - 1
-        visible = len(click.unstyle(text))
-        if visible > width:
-            text = click.unstyle(text)[:width]
-            visible = width
-        click.echo("\r" + text + " " * max(0, self._drawn - visible), err=True, nl=False)
-        self._drawn = visible
-
-    def next_wait(self, op: InFlight, now: float) -> float:
-        return REFRESH_INTERVAL
-
-    def verdict(self) -> None:
-        return None
-
-    def report(self, op: InFlight, now: float) -> None:
-        self.draw(op.progress, op.message)
-
-    def settle(self) -> None:
-        return None
-
-    def cancelled(self, op: InFlight, verdict: Any) -> None:
-        pass
-
-    def close(self) -> None:
-        if self._drawn:
-            click.echo("\r" + " " * self._drawn + "\r", err=True, nl=False)
-            self._drawn = 0
-
-
-def _progress_for(label: str, expected_seconds: float) -> _ProgressLine | None:
-    return _ProgressLine(label, expected_seconds) if is_terminal(sys.stderr) else None
-
-
-# ----- formatting --------------------------------------------------------------------------------
-
-
-def _number(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return "-" if value is None else str(value)
-
-
-def _bounds(setting: dict[str, Any]) -> str | None:
-    if setting.get("type") == "enum" or "values" in setting:
-        return "|".join(str(v) for v in setting.get("values") or [])
-    if "min" in setting or "max" in setting:
-        step = f" step {_number(setting['step'])}" if setting.get("step") is not None else ""
-        return f"{_number(setting.get('min'))}..{_number(setting.get('max'))}{step}"
-    return None
-
-
-def _settings_rows(components: dict[str, Any]) -> list[list[Any]]:
-    rows = []
-    for component, body in components.items():
-        for name, setting in ((body or {}).get("settings") or {}).items():
-            kind = setting.get("type") or "-"
-            if setting.get("pinned"):
-                kind += " (pinned)"
-            rows.append(
-                [component, name, kind, _number(setting.get("value")), _bounds(setting), setting.get("unit")]
-            )
-    return rows
-
-
-class _Styled(str):
-    """A table cell with a colour: ``format_table`` sees plain text, ``_table`` adds the colour."""
-
-    style: dict[str, Any]
-
-    def __new__(cls, text: str, **style: Any) -> _Styled:
-        cell = super().__new__(cls, text)
-        cell.style = style
-        return cell
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """``format_table``, then colour for ``_Styled`` cells (after aligning: escapes have no width)."""
-    text = format_table(headers, rows)
-    if not color_enabled(sys.stdout):
-        return text
-    lines = text.split("\n")
-    columns = [(match.start(), match.end()) for match in re.finditer(r"-+", lines[1])]
-    for number, row in enumerate(rows, start=2):
-        line = lines[number]
-        for (start, end), cell in reversed(list(zip(columns, row, strict=True))):
-            if isinstance(cell, _Styled) and cell:
-                plain = line[start:end].rstrip()
-                line = line[:start] + click.style(plain, **cell.style) + line[start + len(plain) :]
-        lines[number] = line
-    return "\n".join(lines)
-
-
-def _status_word(ok: bool) -> _Styled:
-    return _Styled("ok", fg="green") if ok else _Styled("FAILED", fg="red", bold=True)
 
 
 # ----- describe ----------------------------------------------------------------------------------
@@ -399,22 +219,6 @@ def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -
         raise click.BadParameter(str(exc)) from None
 
 
-def _measure_rows(metrics: dict[str, Any]) -> list[list[Any]]:
-    rows = []
-    for name, metric in metrics.items():
-        unit = (metric or {}).get("unit") or None
-        if metric.get("values") is None:
-            value = _number(metric.get("value"))
-            rows.append([name, "-", 1, value, value, unit])
-            continue
-        for series in metric.get("values") or []:
-            values = [point[1] for point in series.get("data") or []]
-            mean = _number(sum(values) / len(values)) if values else None
-            last = _number(values[-1]) if values else None
-            rows.append([name, series.get("id"), len(values), mean, last, unit])
-    return rows
-
-
 @watches_stop_signals
 @click.command("measure")
 @click.argument("metrics", nargs=-1)
@@ -464,107 +268,6 @@ def _known_metrics(requested: Sequence[str], described: dict[str, Any]) -> list[
 
 
 # ----- adjust ------------------------------------------------------------------------------------
-
-
-def parse_assignments(arguments: Sequence[str]) -> list[tuple[str, str]]:
-    """``["web.cpu=1.5"]`` -> ``[("web.cpu", "1.5")]``; UsageError for anything else or a repeat.
-
-    >>> parse_assignments(["web.cpu=1.5", "web.gc=g1"])
-    [('web.cpu', '1.5'), ('web.gc', 'g1')]
-    """
-    found: list[tuple[str, str]] = []
-    for argument in arguments:
-        target, equals, raw = argument.partition("=")
-        component, dot, setting = target.strip().rpartition(".")
-        if not equals or not dot or not component or not setting:
-            raise UsageError(f"{argument!r} is not COMPONENT.SETTING=VALUE (e.g. web.cpu=1.5)")
-        if any(target.strip() == seen for seen, _ in found):
-            raise UsageError(f"{target.strip()} is given more than once")
-        found.append((target.strip(), raw.strip()))
-    return found
-
-
-def _locate(target: str, components: dict[str, Any]) -> tuple[str, str]:
-    """Split ``target`` at the dot that names a described component and setting (names may hold dots)."""
-    parts = target.split(".")
-    for index in range(len(parts) - 1, 0, -1):
-        component, setting = ".".join(parts[:index]), ".".join(parts[index:])
-        if setting in ((components.get(component) or {}).get("settings") or {}):
-            return component, setting
-    for index in range(len(parts) - 1, 0, -1):
-        component, setting = ".".join(parts[:index]), ".".join(parts[index:])
-        if component in components:
-            known = ", ".join((components[component] or {}).get("settings") or {}) or "none"
-            raise UsageError(f"unknown setting {setting!r} in {target} (settings of {component}: {known})")
-    component = target.rpartition(".")[0]
-    raise UsageError(
-        f"unknown component {component!r} in {target} (known: {', '.join(components) or 'none'})"
-    )
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def convert_value(where: str, setting: dict[str, Any], raw: str) -> Any:
-    """``raw`` as the value ``setting`` (a described setting) accepts, or UsageError naming ``where``.
-
-    Range: a number within [min, max] on the grid min + k * step, an int when min and step are
-    ints. Enum: one of its values (as declared). Any other type: a number if it reads as one,
-    else the text.
-    """
-    if setting.get("pinned"):
-        raise UsageError(f"{where} is pinned: it cannot be adjusted")
-    kind = setting.get("type")
-    if kind == "enum":
-        for value in setting.get("values") or []:
-            if str(value) == raw:
-                return value
-        choices = ", ".join(str(v) for v in setting.get("values") or [])
-        raise UsageError(f"{where}={raw!r} is not one of its values: {choices}")
-    try:
-        number = float(raw)
-    except ValueError:
-        if kind == "range":
-            raise UsageError(f"{where}={raw!r} is not a number") from None
-        return raw
-    if not math.isfinite(number):
-        raise UsageError(f"{where}={raw!r} is not a finite number")
-    if kind != "range":
-        return int(number) if number.is_integer() and "." not in raw else number
-    low, high, step = setting.get("min"), setting.get("max"), setting.get("step")
-    if (low is not None and number < low) or (high is not None and number > high):
-        raise UsageError(f"{where}={raw} is outside its range {_number(low)}..{_number(high)}")
-    if step and low is not None:
-        steps = (number - low) / step
-        if abs(steps - round(steps)) > STEP_TOLERANCE:
-            raise UsageError(f"{where}={raw} is not on the step {_number(step)} from {_number(low)}")
-    if _is_int(step) and (low is None or _is_int(low)):
-        return int(round(number))
-    return number
-
-
-def resolve_assignments(assignments: Sequence[tuple[str, str]], components: dict[str, Any]) -> dict[str, Any]:
-    """The ADJUST request ``{component: {"settings": {setting: {"value": v}}}}`` for ``assignments``,
-    checked against the described ``components``; UsageError names the first one that is wrong."""
-    request: dict[str, Any] = {}
-    for target, raw in assignments:
-        component, setting = _locate(target, components)
-        value = convert_value(target, components[component]["settings"][setting], raw)
-        request.setdefault(component, {"settings": {}})["settings"][setting] = {"value": value}
-    return request
-
-
-def _adjust_rows(components: dict[str, Any], request: dict[str, Any]) -> list[list[Any]]:
-    rows = []
-    for component, body in components.items():
-        asked = (request.get(component) or {}).get("settings") or {}
-        for name, setting in ((body or {}).get("settings") or {}).items():
-            value = _number(setting.get("value"))
-            rows.append(
-                [component, name, _Styled(value, bold=True) if name in asked else value, setting.get("unit")]
-            )
-    return rows
 
 
 @watches_stop_signals

@@ -1,0 +1,134 @@
+"""What ``check``, ``describe``, ``measure`` and ``adjust`` print: the ``--json`` object, the
+rows of their tables, and the tables with their colours.
+
+Apart from the commands: how a result looks, not how it is obtained; shared by all four (and by
+the messages of ``assignments``, which show numbers as the tables do).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from servo_actors.cli.context import color_enabled, format_table
+
+if TYPE_CHECKING:
+    from servo_actors.actors import OperationResult
+
+__all__ = [
+    "_Styled",
+    "_adjust_rows",
+    "_measure_rows",
+    "_number",
+    "_payload",
+    "_settings_rows",
+    "_status_word",
+    "_table",
+]
+
+
+def _payload(result: OperationResult) -> dict[str, Any]:
+    """The ``--json`` shape (module docstring)."""
+    return {
+        "operation": result.operation,
+        "status": result.status,
+        "reason": result.reason,
+        "message": result.message,
+        "data": result.data,
+        "connectors": {
+            name: {"status": part.status, "reason": part.reason, "message": part.message}
+            for name, part in result.parts.items()
+        },
+    }
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "-" if value is None else str(value)
+
+
+def _bounds(setting: dict[str, Any]) -> str | None:
+    if setting.get("type") == "enum" or "values" in setting:
+        return "|".join(str(v) for v in setting.get("values") or [])
+    if "min" in setting or "max" in setting:
+        step = f" step {_number(setting['step'])}" if setting.get("step") is not None else ""
+        return f"{_number(setting.get('min'))}..{_number(setting.get('max'))}{step}"
+    return None
+
+
+def _settings_rows(components: dict[str, Any]) -> list[list[Any]]:
+    rows = []
+    for component, body in components.items():
+        for name, setting in ((body or {}).get("settings") or {}).items():
+            kind = setting.get("type") or "-"
+            if setting.get("pinned"):
+                kind += " (pinned)"
+            rows.append(
+                [component, name, kind, _number(setting.get("value")), _bounds(setting), setting.get("unit")]
+            )
+    return rows
+
+
+class _Styled(str):
+    """A table cell with a colour: ``format_table`` sees plain text, ``_table`` adds the colour."""
+
+    style: dict[str, Any]
+
+    def __new__(cls, text: str, **style: Any) -> _Styled:
+        cell = super().__new__(cls, text)
+        cell.style = style
+        return cell
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """``format_table``, then colour for ``_Styled`` cells (after aligning: escapes have no width)."""
+    text = format_table(headers, rows)
+    if not color_enabled(sys.stdout):
+        return text
+    lines = text.split("\n")
+    columns = [(match.start(), match.end()) for match in re.finditer(r"-+", lines[1])]
+    for number, row in enumerate(rows, start=2):
+        line = lines[number]
+        for (start, end), cell in reversed(list(zip(columns, row, strict=True))):
+            if isinstance(cell, _Styled) and cell:
+                plain = line[start:end].rstrip()
+                line = line[:start] + click.style(plain, **cell.style) + line[start + len(plain) :]
+        lines[number] = line
+    return "\n".join(lines)
+
+
+def _status_word(ok: bool) -> _Styled:
+    return _Styled("ok", fg="green") if ok else _Styled("FAILED", fg="red", bold=True)
+
+
+def _measure_rows(metrics: dict[str, Any]) -> list[list[Any]]:
+    rows = []
+    for name, metric in metrics.items():
+        unit = (metric or {}).get("unit") or None
+        if metric.get("values") is None:
+            value = _number(metric.get("value"))
+            rows.append([name, "-", 1, value, value, unit])
+            continue
+        for series in metric.get("values") or []:
+            values = [point[1] for point in series.get("data") or []]
+            mean = _number(sum(values) / len(values)) if values else None
+            last = _number(values[-1]) if values else None
+            rows.append([name, series.get("id"), len(values), mean, last, unit])
+    return rows
+
+
+def _adjust_rows(components: dict[str, Any], request: dict[str, Any]) -> list[list[Any]]:
+    rows = []
+    for component, body in components.items():
+        asked = (request.get(component) or {}).get("settings") or {}
+        for name, setting in ((body or {}).get("settings") or {}).items():
+            value = _number(setting.get("value"))
+            rows.append(
+                [component, name, _Styled(value, bold=True) if name in asked else value, setting.get("unit")]
+            )
+    return rows

@@ -1,0 +1,62 @@
+"""The connectors started for one operation of ``check``, ``describe``, ``measure`` or ``adjust``,
+and stopped again on every way out; a stop signal meanwhile becomes a clean exit (128 + signal).
+
+Apart from the commands: it is the part of them that starts and stops processes and watches
+signals, the same for all four.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import click
+
+from servo_actors import signals
+
+if TYPE_CHECKING:
+    from servo_actors.actors import Operation, ServoRuntime
+    from servo_actors.actors.operation_path import OperationPath
+    from servo_actors.config import ServoConfig
+
+__all__ = ["SIGNAL_EXIT_BASE", "_connectors"]
+
+SIGNAL_EXIT_BASE = 128
+
+
+@contextlib.contextmanager
+def _connectors(
+    config: ServoConfig, operation: str
+) -> Iterator[tuple[ServoRuntime, OperationPath[Operation]]]:
+    """The started runtime and the operation path (``OperationPath``) on it, watching the stop
+    signals; on every way out the runtime is stopped, and a stop signal becomes a clean exit.
+
+    The signal handler only records the signal (signals.py): the start and every wait of the path
+    look at it, so a signal at any moment abandons the operation within one wait slice, and a
+    second one changes nothing (the stop is bounded on its own).
+    """
+    from servo_actors.actors import ServoRuntime
+    from servo_actors.actors.operation_path import OperationPath
+
+    interrupted: int | None = None
+    with signals.watching() as watcher:
+        runtime = ServoRuntime(config)
+        path = OperationPath(runtime, stop=watcher.stop)
+        try:
+            path.check_stop()
+            if not runtime.start(stop=watcher.stop):  # False: stopped while the connectors started
+                raise signals.StopRequested("stop")
+            yield runtime, path
+        except signals.StopRequested:
+            interrupted = watcher.stop_signum or signal.SIGTERM
+        finally:
+            runtime.stop()
+    if interrupted is not None:
+        click.echo(
+            f"interrupted by {signal.Signals(interrupted).name}: {operation} abandoned, "
+            "its connectors were stopped",
+            err=True,
+        )
+        raise click.exceptions.Exit(SIGNAL_EXIT_BASE + interrupted)

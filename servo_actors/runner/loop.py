@@ -1,0 +1,181 @@
+"""The serve loop: HELLO, then WHATS_NEXT and the command it brings, until a signal ends the run.
+
+``Runner`` is the loop (``run``, ``request_stop``, the dispatch of each command, a SLEEP, the
+GOODBYE) on its mixins: ``RunnerOperations`` (performing one command), ``RunnerRecovery``
+(microreboots, the watchdog's ticks), ``RunnerReload`` (SIGHUP) and ``RunnerState``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from servo_actors import observability
+from servo_actors.actors import ServoRuntime
+from servo_actors.actors.runtime import SupervisorLost
+from servo_actors.errors import SupervisorError
+from servo_actors.observability import events
+from servo_actors.protocol.models import (
+    AdjustCommand,
+    Command,
+    DescribeCommand,
+    MeasureCommand,
+    SleepCommand,
+)
+from servo_actors.runner.operations import RunnerOperations
+from servo_actors.runner.params import _control, _dump, _settings_only, telemetry
+from servo_actors.runner.reload import RunnerReload
+from servo_actors.signals import StopRequested
+
+__all__ = ["SLEEP_SLICE", "Runner"]
+
+log = logging.getLogger(__package__)  # the package's name: log lines keep the logger they had
+
+SLEEP_SLICE = 5.0
+"""Longest a SLEEP waits in one go. It wakes sooner: at once for a signal (a stop, a SIGHUP reload)
+or the death of a process of the actor system, and whenever the watchdog must look again (about
+every ``supervisor.liveness.interval``): see ``ServoRuntime.idle_wait``."""
+
+
+class Runner(RunnerOperations, RunnerReload):
+    """Runs the servo against the optimizer named in ``config`` until told to stop.
+
+    ``config_path`` is re-read on SIGHUP; a broken new file is refused and the old one kept.
+    """
+
+    # --- public -------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """The exit code: 0 after SIGTERM/SIGINT or ``request_stop``; 1 after a terminal failure.
+
+        With ``settings.metrics.listen``, /metrics, /healthz and /readyz are served meanwhile.
+        """
+        metrics = self.config.settings.metrics
+        with observability.serving(metrics, (spec.name for spec in self.config.connectors)) as server:
+            try:
+                code = self._run()
+            except SupervisorError as exc:  # the connectors could not start at all
+                events.run_ended(str(exc))
+                self._linger(server)
+                raise
+            if code:
+                self._linger(server)
+            return code
+
+    def _linger(self, server: observability.MetricsServer | None) -> None:
+        """A terminal failure is in the counters: let a scrape see it (SIGTERM/SIGINT end the wait)."""
+        if server is None:
+            return
+        self.signals.install()
+        try:
+            observability.linger(self.config.settings.metrics, server, self.signals.stop)
+        finally:
+            self.signals.restore()
+
+    def _run(self) -> int:
+        self.signals.install()
+        try:
+            # The actor system forks its processes: start it before the HTTP client makes threads.
+            self.runtime = ServoRuntime(self.config)
+            try:
+                started = self.runtime.start(stop=self.signals.stop, patient=True)
+            except SupervisorLost as exc:
+                started = self._recover(exc)
+            if not started:
+                log.info("stopped (%s) while the connectors were starting", self._stop_name())
+                return 0
+            self._connectors_started()
+            self.client = self._new_client(self.config)
+            return self._serve()
+        finally:
+            if self.runtime is not None:
+                self.runtime.stop()
+            if self.client is not None:
+                self.client.close()
+            if self.identity is not None:
+                self.identity.release()
+            self.signals.restore()
+
+    def request_stop(self, reason: str = "shutdown") -> None:
+        """End the run as a signal would, with GOODBYE ``reason`` (safe from any thread)."""
+        self._stop_reason = reason
+        self.signals.stop.set()  # wakes a SLEEP too
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    def _serve(self) -> int:
+        assert self.client is not None and self.runtime is not None
+        client = self.client
+        self._await_optimizer(lambda: client.hello(telemetry(self.config)), heal=True)
+        try:
+            while not self.signals.stop.is_set():
+                try:
+                    if self.signals.take_reload():
+                        self._reload()
+                    self._heal()
+                    failure = self.runtime.failure
+                    if failure is not None:
+                        raise failure
+                    command = self._await_optimizer(self.client.whats_next, heal=True)
+                    if command is None:  # stopped while polling
+                        break
+                    self._dispatch(command)
+                except SupervisorLost:
+                    # Lost at any point of the turn (even between _heal and here): not terminal,
+                    # the next turn's _heal microreboots it (or stops past the intensity).
+                    continue
+        except StopRequested:
+            pass
+        except SupervisorError as exc:
+            # The servo's own actor system keeps getting lost (microreboot intensity): no hot loop,
+            # stop. (A connector past its restart intensity is marked failed; the loop goes on.)
+            log.error("stopping: %s", exc)
+            events.run_ended(str(exc))
+            self.runtime.stop()
+            self._goodbye("failure")
+            return 1
+        # An operation may still run: kill it first (crash-only), then say goodbye.
+        self.runtime.stop()
+        self._goodbye(self._stop_name())
+        return 0
+
+    def _dispatch(self, command: Command) -> None:
+        events.command_received(command.cmd, command.cmd_uid)
+        self._notify(
+            "command", {"cmd": command.cmd, "cmd_uid": command.cmd_uid, "param": _dump(command.param)}
+        )
+        if isinstance(command, SleepCommand):
+            self._sleep(command.param.duration)
+        elif isinstance(command, DescribeCommand):
+            self._operate(command, "describe", {}, progress=False)
+        elif isinstance(command, MeasureCommand):
+            control = _control(command.param.control)
+            self._operate(command, "measure", {"metrics": list(command.param.metrics), "control": control})
+        elif isinstance(command, AdjustCommand):
+            control = _control(command.param.control)
+            components = command.param.state.model_dump(mode="json")["application"]["components"]
+            self._operate(command, "adjust", {"components": _settings_only(components), "control": control})
+
+    def _sleep(self, seconds: float) -> None:
+        assert self.runtime is not None
+        deadline = time.monotonic() + seconds
+        while not self.signals.stop.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            wake = self.signals.wake_fd
+            self.runtime.idle_wait(min(remaining, SLEEP_SLICE), () if wake is None else (wake,))
+            self.signals.drain_wake()
+            if self.signals.stop.is_set():
+                return
+            if self.signals.take_reload():
+                self._reload()
+            # A death during a long SLEEP is healed now, not when the SLEEP ends; a supervisor that
+            # gave up (restart intensity) ends the run now too.
+            self._heal()
+            if self.runtime.failure is not None:
+                raise self.runtime.failure
+
+    def _goodbye(self, reason: str) -> None:
+        if self.client is not None:
+            self.client.goodbye(reason)

@@ -1,0 +1,71 @@
+"""What the runner holds (its config, runtime, optimizer client and identity guard) and the few
+methods every part of it needs: the stop's name, the observer, a new optimizer client.
+
+``Runner`` is made of mixins, one module each (``recovery``, ``reload``, ``operations``,
+``loop``); this is their common base, apart so that each of them is typed against the same
+attributes and none imports another's module to reach them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from servo_actors.actors import ServoRuntime
+from servo_actors.actors.rules.restart_policy import RestartIntensity
+from servo_actors.config import ServoConfig
+from servo_actors.identity import IdentityGuard
+from servo_actors.observability import events
+from servo_actors.protocol.client import OptimizerClient
+from servo_actors.signals import SignalWatcher
+
+__all__ = ["Observer", "RunnerState"]
+
+Observer = Callable[[str, dict[str, Any]], None]
+"""``observer(what, detail)``: told of each command and result, for ``demo`` and tests."""
+
+
+class RunnerState:
+    """The runner's state, set up from ``config`` (see ``Runner``); the base of its mixins."""
+
+    def __init__(
+        self,
+        config: ServoConfig,
+        *,
+        config_path: str | None = None,
+        observer: Observer | None = None,
+        signals: SignalWatcher | None = None,
+    ) -> None:
+        from servo_actors.config.loading import require_optimizer
+
+        require_optimizer(config)
+        self.config = config
+        self.config_path = config_path
+        self.signals = signals or SignalWatcher()
+        self._observer = observer
+        self._stop_reason: str | None = None
+        self.runtime: ServoRuntime | None = None
+        self.client: OptimizerClient | None = None
+        self.identity: IdentityGuard | None = None
+        reboots = config.supervisor.microreboots
+        self._microreboots = RestartIntensity(reboots.max, reboots.period)
+        self._described_metrics: dict[str, Any] | None = None
+
+    def _stop_name(self) -> str:
+        return self._stop_reason or self.signals.stop_signal or "shutdown"
+
+    def _new_client(self, config: ServoConfig) -> OptimizerClient:
+        assert config.optimizer is not None
+        # Two servos of one identity livelock: the guard notices, says so and slows the polls.
+        self.identity = IdentityGuard.for_config(config, previous=self.identity)
+        return OptimizerClient(
+            config.optimizer,
+            config.settings,
+            servo_uid=config.servo_uid,
+            stop=self.signals.stop,
+            watcher=events.AnswerRecorder(self.identity),  # the guard, and the servo's metrics
+        )
+
+    def _notify(self, what: str, detail: dict[str, Any]) -> None:
+        if self._observer is not None:
+            self._observer(what, detail)
