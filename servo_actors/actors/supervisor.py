@@ -7,17 +7,13 @@ effects that come back are performed here: ``Spawn`` forks a ``ConnectorHost``, 
 non-blocking SIGKILL of the host with everything it started, ``SendToChild``/``Reply`` are sends,
 ``ScheduleWakeup`` is a Thespian wakeup. It never blocks.
 
-What the shell owns itself, because it is about processes rather than rules:
-
-- which process each generation is (``ChildProcess``: address, PID and start time), and when one
-  is gone: a ``ChildActorExited`` is believed only for a process that no longer runs, and every
-  process is looked at on each tick, as Thespian misses notices when several children die at
-  once. A kill is confirmed the same way (the rules repeat ``Kill`` until ``ChildExited``).
-- what the connectors leave behind: the supervisor is a child subreaper, sweeps orphans after
-  every exit and on every tick, and sweeps until clean before it answers a stop
-  (``descendants``).
-- the servo that owns the system: if it disappears, the supervisor SIGKILLs the whole session,
-  itself last; the lifeline does the same should the servo die without a word (``lifeline``).
+What the shell owns itself, because it is about processes rather than rules, is its base
+``SupervisedProcesses`` (``supervised_processes.py``): which process each generation is, when one
+is gone (looked at on every tick, as Thespian misses notices), what the connectors leave behind
+(swept after every exit and on every tick), and the children on member systems. Here, besides
+the translation: the servo that owns the system. If it disappears, the supervisor SIGKILLs the
+whole session, itself last; the lifeline does the same should the servo die without a word
+(``lifeline``).
 
 A child placed on another host (``supervisor.convention``, ``connectors[].placement``) is started
 and killed there by that host's member agent, through ``RemoteHosts`` (``remote_hosts.py``): its
@@ -35,7 +31,6 @@ import logging
 import os
 import select
 import signal
-import time
 from collections import deque
 from dataclasses import dataclass
 from datetime import timedelta
@@ -43,35 +38,21 @@ from typing import Any
 
 from thespian.actors import Actor, ChildActorExited, PoisonMessage, ThespianWatch, WakeupMessage, WatchMessage
 
-from servo_actors.actors.convention.remote_hosts import (
-    HostLost,
-    Placeable,
-    RemoteGone,
-    RemoteHosts,
-    RemoteSpawned,
-    RemoteSpawnFailed,
-    Unplaced,
-)
-from servo_actors.actors.host import ConnectorHost, forking
+from servo_actors.actors.convention.remote_hosts import RemoteHosts
 from servo_actors.actors.linux import descendants, lifeline, processes
 from servo_actors.actors.rules import messages as m
 from servo_actors.actors.rules.supervision import Supervision
 from servo_actors.actors.rules.supervision_events import (
     CancelRequested,
-    ChildExited,
-    ChildHostLost,
     ChildProgressed,
     ChildReady,
     ChildReplied,
     ChildShutdownDone,
-    ChildStarted,
     ChildStartupFailed,
-    ChildUnplaced,
     Effect,
     Escalate,
     Event,
     FinalSweep,
-    HostAvailable,
     Kill,
     OperationRequested,
     Reply,
@@ -82,6 +63,7 @@ from servo_actors.actors.rules.supervision_events import (
     StopRequested,
     Tick,
 )
+from servo_actors.actors.supervised_processes import ChildProcess, SupervisedProcesses, _now
 from servo_actors.actors.transport import system
 
 __all__ = [
@@ -107,22 +89,6 @@ SELF_DESTRUCT_TIMEOUT = 2.0
 """Seconds the supervisor spends killing its session once the owner is gone."""
 
 _log = logging.getLogger(__name__)
-
-
-@dataclass
-class ChildProcess:
-    """The process of one generation of a child, as the shell knows it (until it is gone)."""
-
-    name: str
-    generation: int
-    address: Any
-    pid: int | None
-    started: int | None
-    """Start time (clock ticks since boot): with the PID it names this process and no later one."""
-    where: str | None = None
-    """The member system it runs on (placed children); None: here."""
-    outbox: list[Any] | None = None
-    """Messages for a placed child whose address is not known yet (sent once it is)."""
 
 
 @dataclass(frozen=True)
@@ -161,15 +127,11 @@ next wakeup is already due, so queued spawns would run back to back with no I/O 
 Measured (2026-12-04): 2 per turn about 2 % faster at 50 connectors, 2 ms slower at 4."""
 
 
-def _now() -> float:
-    return time.monotonic()
-
-
-class Supervisor(Actor):
+class Supervisor(SupervisedProcesses, Actor):
     """Supervises the connector hosts of one servo (see module docstring). Driven by the runtime."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # SupervisedProcesses (the children's bookkeeping), then Thespian's Actor
         # Dies with the admin, its parent; its own children die with it the same way.
         processes.set_parent_death_signal()
         descendants.become_subreaper()  # orphans of the connectors' processes come to us (descendants.py)
@@ -177,22 +139,13 @@ class Supervisor(Actor):
         lifeline.before_end(descendants.last_sweep)  # the servo gone: our orphans and cgroups too
         gc.freeze()  # as in ConnectorHost: inherited objects stay out of collections (shared pages)
         self._rules = Supervision(supervisor_pid=os.getpid(), session_id=os.getsid(0))
-        self._processes: dict[int, ChildProcess] = {}
         self._owner: Any = None
         self._owner_pid: int | None = None
         self._owner_started: int | None = None
         self._owner_sid: int | None = None
-        self._forget: list[tuple[float, Any]] = []
-        self._remote: RemoteHosts | None = None
         self._tick_token = 0
         self._tick_at = float("inf")
         self._poll_due = False
-        self._spawns: deque[Spawn] = deque()
-        """Spawns the rules asked for, not performed yet (``SPAWNS_PER_TURN``)."""
-        self._spawn_ready, self._spawn_signal = os.pipe()
-        os.set_blocking(self._spawn_signal, False)
-        self._sweep_due = False
-        """A host is gone since the last sweep: sweep once at the end of this message."""
 
     # ----- messages in -------------------------------------------------------------------------
 
@@ -373,127 +326,6 @@ class Supervisor(Actor):
                 # The rules' startup deadline recovers: a spawn that failed never answers.
                 _log.exception("supervisor could not start %s (generation %d)", spawn.name, spawn.generation)
         self._feed(*started)
-
-    def _spawn_process(self, spawn: Spawn) -> ChildStarted:
-        """Fork a ConnectorHost for this generation and hand it its spec."""
-        with forking(spawn.spec, spawn.generation, (self._spawn_ready, self._spawn_signal)):
-            address = self.createActor(ConnectorHost)
-        pid = system.child_pid(self, address)
-        started = processes.start_ticks(pid) if pid is not None else None
-        self._processes[spawn.generation] = ChildProcess(spawn.name, spawn.generation, address, pid, started)
-        self.send(address, m.HostInit(spawn.spec, spawn.generation, os.getpid()))
-        return ChildStarted(spawn.name, spawn.generation, pid)
-
-    def _kill(self, kill: Kill) -> list[Event]:
-        queued = next((s for s in self._spawns if s.generation == kill.generation), None)
-        if queued is not None:
-            self._spawns.remove(queued)  # never forked: nothing to kill
-        proc = self._processes.get(kill.generation)
-        if proc is None:  # already reported gone (or never started): the rules ignore a repeat
-            return [ChildExited(kill.name, kill.generation, None)]
-        if proc.where is not None:
-            assert self._remote is not None
-            # Its member kills it (group, descendants, cgroup) and says when it is gone.
-            if self._remote.kill(proc.name, proc.generation, _now()):
-                self._processes.pop(proc.generation, None)
-                return [ChildExited(proc.name, proc.generation, None)]
-            return []
-        if self._kill_process(proc):
-            return [self._gone(proc)]
-        return []
-
-    # ----- children on member systems ----------------------------------------------------------
-
-    def _spawn_remote(self, spawn: Spawn) -> list[Event]:
-        """Ask a member offering the child's capability to start it (or wait for one)."""
-        assert self._remote is not None
-        proc = ChildProcess(spawn.name, spawn.generation, None, None, None, where="?", outbox=[])
-        self._processes[spawn.generation] = proc
-        return self._from_members(self._remote.spawn(spawn.spec, spawn.generation, _now()))
-
-    def _learn_address(self, proc: ChildProcess, address: Any) -> None:
-        if proc.address is None and address is not None:
-            proc.address = address
-            for message in proc.outbox or ():
-                self.send(address, message)
-            proc.outbox = None
-
-    def _from_members(self, events: list[Any]) -> list[Event]:
-        """The rules' events for what RemoteHosts reports about the children on member systems."""
-        out: list[Event] = []
-        for event in events:
-            if isinstance(event, Placeable):
-                out.append(HostAvailable(event.names))
-                continue
-            proc = self._processes.get(event.generation)
-            if proc is None or proc.where is None:
-                continue
-            if isinstance(event, RemoteSpawned):
-                proc.where, proc.pid = event.member, event.pid
-                self._learn_address(proc, event.address)
-                out.append(ChildStarted(event.name, event.generation, event.pid, event.member))
-                continue
-            self._processes.pop(event.generation, None)
-            if isinstance(event, RemoteGone):
-                out.append(ChildExited(event.name, event.generation, event.exit_code))
-            elif isinstance(event, RemoteSpawnFailed):
-                out.append(ChildStartupFailed(event.name, event.generation, event.error))
-            elif isinstance(event, HostLost):
-                out.append(ChildHostLost(event.name, event.generation, event.message))
-            elif isinstance(event, Unplaced):
-                out.append(ChildUnplaced(event.name, event.generation, event.message))
-        return out
-
-    def _kill_process(self, proc: ChildProcess) -> bool:
-        """SIGKILL ``proc`` with its group, descendants and cgroup if it still runs; True once gone."""
-        if proc.pid is None:
-            proc.pid = system.child_pid(self, proc.address)  # PID never learnt: ask Thespian again
-            proc.started = processes.start_ticks(proc.pid) if proc.pid is not None else None
-        if proc.pid is not None:
-            if not self._running(proc):
-                return True
-            descendants.kill_tree(proc.pid)
-            return False
-        claimed = {p.pid for p in self._processes.values() if p.pid is not None}
-        hosts = descendants.thespian_children(self)
-        strays = descendants.unclaimed_children(processes.children_of(os.getpid()), claimed, hosts)
-        for pid in strays:
-            descendants.kill_tree(pid)
-        return not strays
-
-    # ----- processes ---------------------------------------------------------------------------
-
-    @staticmethod
-    def _running(proc: ChildProcess) -> bool:
-        if proc.where is not None:
-            return True  # on a member: its member agent says when it is gone
-        return proc.pid is not None and processes.is_running(proc.pid, proc.started)
-
-    def _by_address(self, address: Any) -> ChildProcess | None:
-        for proc in self._processes.values():
-            if proc.address is not None and proc.address == address:
-                return proc
-        return None
-
-    def _gone(self, proc: ChildProcess) -> ChildExited:
-        """``proc`` no longer runs: forget it, sweep what it left, and say how it ended."""
-        self._processes.pop(proc.generation, None)
-        self._forget.append((_now(), proc.address))
-        code = system.pop_exit_code(proc.pid, proc.started)
-        if code is None and proc.pid is not None:
-            code = processes.exit_status_nowait(proc.pid)
-        if code is None:  # reaped by multiprocessing when another host was forked
-            code = system.reaped_exit_code(self, proc.pid)
-        self._sweep_due = True
-        return ChildExited(proc.name, proc.generation, code)
-
-    def _poll_processes(self) -> list[Event]:
-        """Exits nobody told us about (see the module docstring)."""
-        return [
-            self._gone(proc)
-            for proc in list(self._processes.values())
-            if proc.pid is not None and not self._running(proc)
-        ]
 
     # ----- time --------------------------------------------------------------------------------
 
