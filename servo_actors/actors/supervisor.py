@@ -65,6 +65,7 @@ from servo_actors.actors.rules.supervision_events import (
 )
 from servo_actors.actors.supervised_processes import ChildProcess, SupervisedProcesses, _now
 from servo_actors.actors.transport import system
+from servo_actors.config import defaults
 
 __all__ = [
     "ChildProcess",
@@ -78,10 +79,13 @@ __all__ = [
 ]
 
 TICK_BUSY = 0.25
-TICK_IDLE = 1.0
+TICK_IDLE = defaults.LIVENESS_IDLE_INTERVAL
 """Seconds between the supervisor's periodic checks (the owning servo process is alive, every child
-process too, orphans swept): TICK_BUSY while an operation, start, cancel or stop is in flight,
-TICK_IDLE otherwise (an idle servo should not burn CPU). One timer chain for all of them, rather
+process too, orphans swept): TICK_BUSY while an operation, start, cancel or stop is in flight or an
+exited child's address waits to be forgotten, otherwise the settings' ``idle_interval``
+(``supervisor.liveness.idle_interval``; TICK_IDLE until they come with Start): an idle servo should
+not burn CPU. A death still wakes the supervisor at once (Thespian's ChildActorExited); the tick is
+the fallback for what no message announces. One timer chain for all of them, rather
 than a wakeup per spawn or operation, which Thespian cannot cancel and would pile up."""
 TICK_MIN = 0.05
 """Shortest wait between two ticks, whatever a convention's heartbeat interval asks."""
@@ -132,6 +136,7 @@ class Supervisor(SupervisedProcesses, Actor):
 
     def __init__(self) -> None:
         super().__init__()  # SupervisedProcesses (the children's bookkeeping), then Thespian's Actor
+        self._tick_idle: float = TICK_IDLE
         # Dies with the admin, its parent; its own children die with it the same way.
         processes.set_parent_death_signal()
         descendants.become_subreaper()  # orphans of the connectors' processes come to us (descendants.py)
@@ -247,6 +252,7 @@ class Supervisor(SupervisedProcesses, Actor):
                 convention, send=self.send, deregister=self.deRegisterRemoteSystem, now=_now()
             )
             self.notifyOnSystemRegistrationChanges(True)  # members joining are announced to us
+        self._tick_idle = getattr(msg.settings, "idle_interval", TICK_IDLE)
         self._schedule_tick(TICK_BUSY)
         # Tells the runtime our PID at once, so it can notice our death while children start.
         self.send(sender, self._status(f"{msg.request_id}:started"))
@@ -336,7 +342,8 @@ class Supervisor(SupervisedProcesses, Actor):
         self.wakeupAfter(timedelta(seconds=delay), _TickDue(self._tick_token))
 
     def _tick_delay(self) -> float:
-        delay = TICK_BUSY if self._rules.busy else TICK_IDLE
+        # Busy while addresses wait to be forgotten too: the forgetting happens on a tick.
+        delay = TICK_BUSY if self._rules.busy or self._forget else self._tick_idle
         if self._remote is not None:  # heartbeats and placement grace keep their own time
             delay = min(delay, max(TICK_MIN, self._remote.next_due() - _now()))
         return delay

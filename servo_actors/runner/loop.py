@@ -31,10 +31,11 @@ __all__ = ["SLEEP_SLICE", "Runner"]
 
 log = logging.getLogger(__package__)  # the package's name: log lines keep the logger they had
 
-SLEEP_SLICE = 5.0
+SLEEP_SLICE = 60.0
 """Longest a SLEEP waits in one go. It wakes sooner: at once for a signal (a stop, a SIGHUP reload)
 or the death of a process of the actor system, and whenever the watchdog must look again (about
-every ``supervisor.liveness.interval``): see ``ServoRuntime.idle_wait``."""
+every ``supervisor.liveness.idle_interval``): see ``ServoRuntime.idle_wait``. A bound only: the
+watchdog's looks pace an idle servo's wakes, not this."""
 
 
 class Runner(RunnerOperations, RunnerReload):
