@@ -51,6 +51,16 @@ WARMUP = 20
 ANSWER_TIMEOUT = 10.0
 """Seconds one round trip may take before the run stops as hung."""
 HEADER = struct.Struct("!I")
+NOTE = (
+    "- What this means: any design on Thespian pays the floor for the ten acknowledged messages"
+    " of a no-op operation, and on these machines the floor alone is about servox's whole per-c"
+    "ommand overhead (`bench_loop.py`: 2.06 ms on 2026-12-05). What the servo adds above it (it"
+    "s rules, restart ledger, liveness watch, result checks) is the gap in the bullet above. On"
+    "ly a transport other than Thespian's for an operation's messages (the pipe floor) could re"
+    "ach servox's figure; it is not built: Thespian's ChildActorExited, its addresses and the a"
+    "uthenticated messages would all have to be kept beside it."
+)
+"""A finding, written with the numbers."""
 
 
 class FloorError(RuntimeError):
@@ -294,6 +304,7 @@ def render(summary: dict[str, Any], facts: dict[str, Any], quick: bool) -> str:
         "",
         f"- The servo is {summary['servo_above_thespian_floor_ms']:.2f} ms above the Thespian floor; the "
         f"floor is {summary['thespian_floor_share_of_servo']:.0%} of the servo's round trip.",
+        NOTE,
         f"- Machine: {facts['cpu']}, {facts['cores']} cores, load at start {facts['load_at_start']}, "
         f"Linux {facts['kernel']}, Python {facts['python']}, Thespian {facts['thespian']}, "
         f"{facts['date']}, tree {facts['tree']}.",
