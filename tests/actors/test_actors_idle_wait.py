@@ -23,6 +23,17 @@ SLOW_LIVENESS = {"interval": HANG, "idle_interval": HANG, "timeout": HANG}
 """The watchdog needs no look for HANG seconds: only the event under test can end the wait."""
 
 
+def idle_wakeups(runtime, seconds: float) -> int:
+    """How often an idle runtime (a SLEEP: idle_wait then poll, as the runner does) wakes in ``seconds``."""
+    runtime.poll()
+    wakeups, began = 0, time.monotonic()
+    while time.monotonic() - began < seconds:
+        runtime.idle_wait(HANG)
+        runtime.poll()
+        wakeups += 1
+    return wakeups
+
+
 def readable(fd: int, timeout: float = 0.0) -> bool:
     return bool(select.select([fd], [], [], timeout)[0])
 
@@ -60,12 +71,7 @@ def test_the_death_of_a_watched_process_ends_an_idle_wait_at_once(start_runtime,
 
 def test_an_idle_wait_wakes_on_its_own_only_when_the_watchdog_must_look(start_runtime, kit) -> None:
     runtime = start_runtime(kit.chaos("a"), liveness={"interval": 1.0, "idle_interval": 1.0, "timeout": 5.0})
-    runtime.poll()
-    wakeups, began = 0, time.monotonic()
-    while time.monotonic() - began < 3.0:
-        runtime.idle_wait(HANG)
-        runtime.poll()
-        wakeups += 1
+    wakeups = idle_wakeups(runtime, 3.0)
     # About one a second (a ping each); the 0.25 s slices this replaced would have made 12.
     assert 2 <= wakeups <= 8, wakeups
     assert runtime.lost is None
@@ -73,12 +79,7 @@ def test_an_idle_wait_wakes_on_its_own_only_when_the_watchdog_must_look(start_ru
 
 def test_an_idle_servo_pings_every_idle_interval_and_a_busy_one_every_interval(start_runtime, kit) -> None:
     runtime = start_runtime(kit.chaos("a"), liveness={"interval": 0.5, "idle_interval": 2.5, "timeout": 5.0})
-    runtime.poll()
-    wakeups, began = 0, time.monotonic()
-    while time.monotonic() - began < 5.0:
-        runtime.idle_wait(HANG)
-        runtime.poll()
-        wakeups += 1
+    wakeups = idle_wakeups(runtime, 5.0)
     # Idle: about one wake per 2.5 s (a ping each); at the busy interval it would be ten.
     assert 1 <= wakeups <= 5, wakeups
     assert runtime.lost is None
