@@ -14,10 +14,9 @@ from __future__ import annotations
 from pydantic import SecretStr
 
 from servo_actors.errors import ConfigError
+from servo_actors.logs import MASK
 
 __all__ = ["MASK", "auth_headers", "redact"]
-
-MASK = "**********"
 
 
 def auth_headers(token: SecretStr | None) -> dict[str, str]:

@@ -29,6 +29,8 @@ from servo_actors.connectors.kubernetes.client import (
     replicasets_path,
 )
 from servo_actors.connectors.kubernetes.diagnosis import Diagnosis, diagnose_pods, instability, restart_counts
+from servo_actors.connectors.kubernetes.rollout import RETRY_INTERVAL, WATCH_WINDOW
+from servo_actors.connectors.kubernetes.rollout_pods import EVENTS_LIMIT
 from servo_actors.connectors.kubernetes.tuning_pod import is_ready, spec_hash, terminating
 from servo_actors.durations import format_duration
 
@@ -44,13 +46,8 @@ __all__ = [
     "servo_owner",
 ]
 
-WATCH_WINDOW = 2.0
-"""Seconds one watch lasts before a fresh read and a progress report."""
-RETRY_INTERVAL = 1.0
-"""Seconds between attempts while the API server cannot be reached during a wait."""
 MAX_CREATE_ATTEMPTS = 5
 """How many times a create that meets a pod of the same name starts the replace over."""
-EVENTS_LIMIT = 500
 
 Report = Callable[[float, str], None]
 Hook = Callable[[str], None]
