@@ -18,6 +18,24 @@ from prometheus_server import STOP_TIMEOUT, PrometheusServer, free_port
 
 from servo_actors.connectors.prometheus import PrometheusConfig, PrometheusConnector
 
+EXPORTER_THREAD = "exporter"
+"""The name of every thread the exporter runs (its server loop and one per scrape), so a test that
+counts its own threads can tell the session's scrapes apart from what it started."""
+
+
+class _NamedThreadsServer(ThreadingHTTPServer):
+    """A threading HTTP server whose request threads are named ``EXPORTER_THREAD``: Prometheus
+    scrapes the exporter every second, and each scrape is a short-lived thread of this process."""
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(
+            target=self.process_request_thread,
+            args=(request, client_address),
+            name=EXPORTER_THREAD,
+            daemon=True,
+        )
+        thread.start()
+
 
 class Exporter:
     """Serves /metrics in the Prometheus text format; counters grow by one step per scrape.
@@ -47,9 +65,9 @@ class Exporter:
             def log_message(self, *args: Any) -> None:
                 """Quiet: the scrape every second would flood the test output."""
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _NamedThreadsServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
-        self._thread = threading.Thread(target=self.server.serve_forever, name="exporter", daemon=True)
+        self._thread = threading.Thread(target=self.server.serve_forever, name=EXPORTER_THREAD, daemon=True)
 
     @property
     def address(self) -> str:
