@@ -71,9 +71,9 @@ def summary_lines(driver_state: dict[str, Any]) -> list[str]:
     for judged in best.get("constraints") or []:
         spread = judged.get("uncertainty")
         value = number_text(judged.get("value")) + (f" ± {spread:.2g}" if spread is not None else "")
-        lines.append(
-            f"  {judged['constraint']}: {value} ({judged.get('readings')} readings) {_verdict(judged, confirmed)}"
-        )
+        readings = judged.get("readings")
+        counted = "1 reading" if readings == 1 else f"{readings} readings"
+        lines.append(f"  {judged['constraint']}: {value} ({counted}) {_verdict(judged, confirmed)}")
     return lines
 
 
@@ -81,6 +81,8 @@ def _verdict(judged: dict[str, Any], confirmed: bool) -> str:
     """One constraint's line, in the words of the recommendation's verdict."""
     if not judged.get("met"):
         return "does NOT hold"
+    if judged.get("uncertainty") is None and not confirmed:
+        return "holds in a single reading: no margin yet, not confirmed"
     if not judged.get("met_with_margin"):
         return "holds, but NOT with margin"
     return "holds with margin" if confirmed else "holds with margin so far: not confirmed"
@@ -131,4 +133,7 @@ def settings_text(settings: dict[str, Any]) -> str:
 
 
 def number_text(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+    """Four significant digits, and whole numbers from 1000 up: ``15370``, never ``1.537e+04``."""
+    if not isinstance(value, float) or not math.isfinite(value):
+        return str(value)
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"
