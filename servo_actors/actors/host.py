@@ -45,18 +45,10 @@ from typing import Any
 from thespian.actors import Actor, ThespianWatch, WakeupMessage, WatchMessage
 
 from servo_actors.actors.connector_calls import (
-    WORD_LIMIT,
     ConnectorCalls,
-    InvalidResult,
-    build_connector,
-    connector_class,
 )
 from servo_actors.actors.host_worker import (
-    HOST_ERROR,
     INVALID_RESULT,
-    MAX_EXIT_CODE,
-    PROGRESS_MESSAGE_LIMIT,
-    RESULT_TOO_LARGE,
     HostWorker,
 )
 from servo_actors.actors.linux import cgroups, descendants, processes
@@ -65,23 +57,7 @@ from servo_actors.actors.rules.results import ConnectorOutcome
 from servo_actors.actors.transport.plain_data import describe_exception, type_name
 from servo_actors.observability import log_relay
 
-__all__ = [
-    "ConnectorHost",
-    "DRAIN_LIMIT",
-    "FATAL_SIGNALS",
-    "ForkedWith",
-    "HOST_ERROR",
-    "INVALID_RESULT",
-    "InvalidResult",
-    "MAX_EXIT_CODE",
-    "PARENT_CHECK_INTERVAL",
-    "PROGRESS_MESSAGE_LIMIT",
-    "RESULT_TOO_LARGE",
-    "WORD_LIMIT",
-    "build_connector",
-    "connector_class",
-    "forking",
-]
+__all__ = ["ConnectorHost", "DRAIN_LIMIT", "FATAL_SIGNALS", "ForkedWith", "PARENT_CHECK_INTERVAL", "forking"]
 
 PARENT_CHECK_INTERVAL = timedelta(seconds=10)
 """How often a host checks that its supervisor is still its parent. Only a fallback: the kernel

@@ -23,54 +23,19 @@ from servo_actors.config.fields import (
     _NUMBER as _NUMBER,
 )
 from servo_actors.config.fields import (
-    APP_RE,
-    CAPABILITY_PATTERN,
-    DEFAULT_BASE_URL,
-    DEFAULT_MAX_RESULT_BYTES,
-    ORG_RE,
-    DescendantTracking,
     Duration,
     _Strict,
-    split_optimizer_id,
 )
 from servo_actors.config.fields import (
     _positive as _positive,
 )
-from servo_actors.config.optimizer_section import Backoff, MetricsConfig, OptimizerConfig, Settings, Timeouts
+from servo_actors.config.optimizer_section import OptimizerConfig, Settings
 from servo_actors.config.supervisor_section import (
-    ConventionConfig,
-    Heartbeat,
-    Liveness,
-    Microreboots,
     PlacementConfig,
-    RestartBackoff,
     SupervisorConfig,
 )
 
-__all__ = [
-    "APP_RE",
-    "Backoff",
-    "CAPABILITY_PATTERN",
-    "ConnectorSpec",
-    "ConventionConfig",
-    "DEFAULT_BASE_URL",
-    "DEFAULT_MAX_RESULT_BYTES",
-    "DescendantTracking",
-    "Duration",
-    "Heartbeat",
-    "Liveness",
-    "MetricsConfig",
-    "Microreboots",
-    "ORG_RE",
-    "OptimizerConfig",
-    "PlacementConfig",
-    "RestartBackoff",
-    "ServoConfig",
-    "Settings",
-    "SupervisorConfig",
-    "Timeouts",
-    "split_optimizer_id",
-]
+__all__ = ["ConnectorSpec", "ServoConfig"]
 
 
 class ConnectorSpec(_Strict):

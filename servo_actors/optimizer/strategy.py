@@ -64,27 +64,12 @@ from servo_actors.optimizer.beliefs import (
     squared_distance,
 )
 from servo_actors.optimizer.space import (
-    GRID_DECIMALS,
-    Parameter,
     SearchSpace,
     Settings,
-    parameter_from_description,
 )
-from servo_actors.optimizer.trials import SearchStatus, StrategyOptions, Trial, constraint_margin, replay
+from servo_actors.optimizer.trials import StrategyOptions, Trial, replay
 
-__all__ = [
-    "GRID_DECIMALS",
-    "Parameter",
-    "SearchSpace",
-    "SearchStatus",
-    "Settings",
-    "StrategyOptions",
-    "Trial",
-    "constraint_margin",
-    "parameter_from_description",
-    "propose",
-    "replay",
-]
+__all__ = ["propose"]
 
 # How many random draws to make before giving up on finding a point not tried yet.
 PROPOSAL_ATTEMPTS = 64

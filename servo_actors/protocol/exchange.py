@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import requests
 
-from servo_actors.config.models import Settings
+from servo_actors.config.optimizer_section import Settings
 from servo_actors.errors import ProtocolError
 from servo_actors.observability import events
 from servo_actors.protocol.auth import redact

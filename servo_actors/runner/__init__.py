@@ -41,17 +41,10 @@ from __future__ import annotations
 
 from servo_actors.runner.loop import SLEEP_SLICE, Runner
 from servo_actors.runner.operations import (
-    _RESULT_EVENTS,
     REPLY_CHECK_FIRST,
     RunnerOperations,
-    _ProgressPosts,
 )
 from servo_actors.runner.params import (
-    _cancel_reason,
-    _control,
-    _data_param,
-    _dump,
-    _settings_only,
     result_param,
     telemetry,
 )
@@ -69,13 +62,6 @@ __all__ = [
     "RunnerState",
     "SLEEP_SLICE",
     "TICK_INTERVAL",
-    "_ProgressPosts",
-    "_RESULT_EVENTS",
-    "_cancel_reason",
-    "_control",
-    "_data_param",
-    "_dump",
-    "_settings_only",
     "result_param",
     "telemetry",
 ]

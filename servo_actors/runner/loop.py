@@ -12,10 +12,10 @@ import time
 
 from servo_actors import observability
 from servo_actors.actors import ServoRuntime
-from servo_actors.actors.runtime import SupervisorLost
+from servo_actors.actors.system_link import SupervisorLost
 from servo_actors.errors import SupervisorError
 from servo_actors.observability import events
-from servo_actors.protocol.models import (
+from servo_actors.protocol.commands import (
     AdjustCommand,
     Command,
     DescribeCommand,

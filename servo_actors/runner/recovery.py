@@ -17,7 +17,7 @@ from concurrent.futures import Future
 from concurrent.futures import wait as wait_for_future
 from typing import Any, TypeVar
 
-from servo_actors.actors.runtime import SupervisorLost
+from servo_actors.actors.system_link import SupervisorLost
 from servo_actors.errors import SupervisorError
 from servo_actors.observability import events
 from servo_actors.protocol.progress_lane import in_background

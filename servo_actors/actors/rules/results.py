@@ -14,28 +14,11 @@ from typing import Any
 
 from servo_actors.protocol.statuses import normalise_failure
 from servo_actors.vocabulary import (
-    CRASH_LOOP,
-    HOST_UNAVAILABLE,
-    NOT_UP_REASONS,
     OPERATIONS,
-    START_TIMEOUT,
     STATUS_SEVERITY,
 )
 
-__all__ = [
-    "CRASH_LOOP",
-    "HOST_UNAVAILABLE",
-    "NOT_INVOLVED",
-    "NOT_UP_REASONS",
-    "OPERATIONS",
-    "START_TIMEOUT",
-    "STATUS_SEVERITY",
-    "ConnectorOutcome",
-    "OperationResult",
-    "aggregate",
-    "empty_data",
-    "worst_status",
-]
+__all__ = ["NOT_INVOLVED", "ConnectorOutcome", "OperationResult", "aggregate", "empty_data", "worst_status"]
 
 NOT_INVOLVED = "not-involved"
 """Reason of an adjust part whose connector owns none of the requested components (dropped)."""

@@ -36,28 +36,19 @@ from servo_actors.connectors.prometheus.config import (
     AbsentPolicy,
     PrometheusConfig,
     PrometheusMetric,
-    _Strict,
 )
 from servo_actors.connectors.prometheus.connector import (
     MAX_QUERY_THREADS,
     POLL_INTERVAL,
     PrometheusConnector,
-    _iso,
-    _phase,
 )
 from servo_actors.connectors.prometheus.http import (
-    _API_ERROR,
     RETRY_BACKOFF_FACTOR,
     PrometheusHttp,
-    _api_error,
-    _root_cause,
 )
 from servo_actors.connectors.prometheus.series import (
     MAX_POINTS_PER_SERIES,
     RangeResult,
-    _escape_label,
-    _number,
-    _to_series,
     effective_step,
     series_id,
 )
@@ -70,7 +61,6 @@ __all__ = [
     "MIN_FAST_FAIL_PERIOD",
     "POLL_INTERVAL",
     "RETRY_BACKOFF_FACTOR",
-    "_API_ERROR",
     "AbsentPolicy",
     "PrometheusConfig",
     "PrometheusConnector",
@@ -79,14 +69,6 @@ __all__ = [
     "RangeResult",
     "SloCondition",
     "ViolationStreak",
-    "_Strict",
-    "_api_error",
-    "_escape_label",
-    "_iso",
-    "_number",
-    "_phase",
-    "_root_cause",
-    "_to_series",
     "effective_step",
     "series_id",
 ]
