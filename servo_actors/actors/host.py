@@ -24,8 +24,7 @@ everything; should it end all the same, its job fails at once and the next job g
 
 This module is the actor: its process set-up, its messages, the parent checks and forwarding what
 the worker posted. The worker thread is ``host_worker`` (the mixin ``HostWorker``), and calling the
-connector and checking what it returns is ``connector_calls`` (plain Python, no Thespian); every
-name they hold that this module had is still importable from here.
+connector and checking what it returns is ``connector_calls`` (plain Python, no Thespian).
 """
 
 from __future__ import annotations

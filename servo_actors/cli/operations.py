@@ -30,8 +30,7 @@ stops the connectors (graceful, then SIGKILL) and exits 128 + the signal number 
 
 The commands' parts live beside them: ``started_connectors`` (the connectors for one operation,
 and the signal exit), ``progress_line``, ``operation_output`` (the ``--json`` object and the
-tables) and ``assignments`` (``adjust``'s arguments checked against describe). Every name this
-module had is still importable from it.
+tables) and ``assignments`` (``adjust``'s arguments checked against describe).
 """
 
 from __future__ import annotations

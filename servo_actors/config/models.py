@@ -2,8 +2,7 @@
 
 This module holds the top: ``ServoConfig`` and its ``ConnectorSpec`` list. The sections are in
 ``optimizer_section`` (``optimizer``, ``settings``) and ``supervisor_section`` (``supervisor``),
-the shared field types and base model in ``fields``; every name is importable from here, as it
-was when this was one module.
+the shared field types and base model in ``fields``.
 
 Field docstrings become descriptions in ``servo-actors schema``. Loading the file, environment
 overrides and turning validation errors into one readable ``ConfigError`` live in ``loading.py``.

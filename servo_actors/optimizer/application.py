@@ -3,7 +3,7 @@
 Holds ``Application`` (its envelope checks, token, cmd_uids, command in flight, armed cancel,
 answered cancels and request history, under a lock of its own) and ``Fault`` (how a driver's
 ``fault_for`` misanswers a request). ``server.py`` holds the HTTP side (``OptimizerServer``: the
-socket, the routes to the applications, the admin token and its lifecycle) and re-exports both.
+socket, the routes to the applications, the admin token and its lifecycle).
 
 How an application answers the servo:
 

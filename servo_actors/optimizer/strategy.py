@@ -7,8 +7,7 @@ would have. A ``Trial`` is one finished step as the search sees it: its settings
 (``constraint_margin``: <= 0 met, > 0 violated, a log ratio to the bound).
 
 Here: ``propose`` and its candidates, probes and initial design. ``Trial``, the options and the
-trust region's replay live in trials.py, the surrogate's reading of the trials in beliefs.py;
-this module re-exports the names it always had.
+trust region's replay live in trials.py, the surrogate's reading of the trials in beliefs.py.
 
 How it works: a constrained, model-based trust-region search for the first ``model_after``
 trials (6), then constrained expected improvement with Gaussian processes over the settings near

@@ -1,7 +1,7 @@
 """The optimizer wire protocol: pydantic models of every message, and the HTTP client.
 
-``models`` is plain data (validation and serialization only; it gathers the names of
-``wire_types``, ``shapes``, ``commands``, ``results``, ``reading`` and ``writing``);
+The models are plain data (validation and serialization only), by what they hold:
+``wire_types``, ``shapes``, ``commands``, ``results``, ``reading`` and ``writing``;
 ``client.OptimizerClient`` speaks
 it over HTTP with the retry rules of protocol.md; ``backoff`` holds the pure retry arithmetic.
 """

@@ -44,8 +44,7 @@ once; an abandoned request finishes in the background on a session that is then 
 client may be used from several threads (requests' connection pool is thread-safe).
 
 This module holds the protocol calls and their retry loops; one POST and its ``Outcome`` are in
-``exchange``, the token header and its masking in ``auth``. Every name this module had is still
-importable from it.
+``exchange``, the token header and its masking in ``auth``.
 """
 
 from __future__ import annotations

@@ -33,8 +33,7 @@ The package's modules, each on the ones after it: ``loop`` (``Runner``: the serv
 dispatch of a command, a SLEEP, GOODBYE), ``operations`` (one command through the operation path,
 its progress and result posts), ``reload`` (SIGHUP), ``recovery`` (microreboots, requests awaited
 while the watchdog ticks), ``state`` (what the runner holds) and ``params`` (commands and results
-as the wire has them). Every name is importable from the package, as it was when this was one
-module.
+as the wire has them).
 """
 
 from __future__ import annotations

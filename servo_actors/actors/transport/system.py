@@ -26,7 +26,7 @@ Thespian facts this module works around (architecture.md, measured with 4.0.1):
   ~50 fresh actors connect at once (``LISTEN_BACKLOG``).
 
 This module starts and kills the system (``ActorSystemHandle``) and patches Thespian for it. Beside
-it, and re-exported here: a parent's children as Thespian keeps them (``child_actors``: PIDs, exit
+it: a parent's children as Thespian keeps them (``child_actors``: PIDs, exit
 codes, forgetting), the ports (``ports``) and the admin's logging (``admin_logging``).
 """
 

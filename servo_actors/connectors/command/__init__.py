@@ -58,8 +58,7 @@ the command is also killed if the connector's process dies (a cancel kills that 
 
 The package's modules: ``config`` (``CommandConfig``), ``connector`` (``CommandConnector``),
 ``process`` (running one command), ``environment`` (the variables a command receives) and
-``output`` (reading what it printed). Every name is importable from the package, as it was when
-this was one module.
+``output`` (reading what it printed).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ controllers retry (ReplicaFailure, a failed ReplicaSet creation) fails it once i
 has just restarted clears).
 
 A StatefulSet's rollback may delete the pods the failed revision left not ready
-(``replace_stuck=True``, see ``rollout_pods``). Every name this module had is still importable from it.
+(``replace_stuck=True``, see ``rollout_pods``).
 """
 
 from __future__ import annotations

@@ -24,8 +24,7 @@ evaluated every ``fast_fail_period`` with instant queries; a condition that fail
 The package's modules: ``config`` (``PrometheusConfig``, ``PrometheusMetric``), ``slo`` (the
 fast-fail conditions), ``series`` (results in wire shape), ``http`` (the only users of
 ``requests`` and ``prometheus_api_client``) and ``connector`` (``PrometheusConnector``: the
-measurement loop, the queries and the checks). Every name is importable from the package, as it
-was when this was one module.
+measurement loop, the queries and the checks).
 """
 
 from __future__ import annotations
