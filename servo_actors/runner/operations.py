@@ -27,7 +27,7 @@ from servo_actors.vocabulary import OPERATION_EVENT
 
 __all__ = ["REPLY_CHECK_FIRST", "RunnerOperations", "_ProgressPosts", "_RESULT_EVENTS"]
 
-log = logging.getLogger(__package__)  # the package's name: log lines keep the logger they had
+log = logging.getLogger(__name__)
 
 REPLY_CHECK_FIRST = 0.002
 """While a progress post is open, the loop looks for its reply after this long, then twice as long

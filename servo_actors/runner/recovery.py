@@ -26,7 +26,7 @@ from servo_actors.signals import StopRequested
 
 __all__ = ["TICK_INTERVAL", "RunnerRecovery"]
 
-log = logging.getLogger(__package__)  # the package's name: log lines keep the logger they had
+log = logging.getLogger(__name__)
 
 TICK_INTERVAL = 0.25
 """Longest the loop waits on a request to the optimizer (HELLO, WHATS_NEXT, a result, the open
