@@ -30,8 +30,7 @@ stops the connectors (graceful, then SIGKILL) and exits 128 + the signal number 
 
 The commands' parts live beside them: ``started_connectors`` (the connectors for one operation,
 and the signal exit), ``progress_line``, ``operation_output`` (the ``--json`` object and the
-tables) and ``assignments`` (``adjust``'s arguments checked against describe). Every name this
-module had is still importable from it.
+tables) and ``assignments`` (``adjust``'s arguments checked against describe).
 """
 
 from __future__ import annotations
@@ -42,8 +41,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from servo_actors.cli.assignments import (
-    STEP_TOLERANCE,
-    convert_value,
     parse_assignments,
     resolve_assignments,
 )
@@ -62,8 +59,8 @@ from servo_actors.cli.operation_output import (
     _status_word,
     _table,
 )
-from servo_actors.cli.progress_line import BAR_WIDTH, REFRESH_INTERVAL, _progress_for
-from servo_actors.cli.started_connectors import SIGNAL_EXIT_BASE, _connectors
+from servo_actors.cli.progress_line import _progress_for
+from servo_actors.cli.started_connectors import _connectors
 from servo_actors.durations import format_duration
 from servo_actors.errors import ConnectorError, UsageError
 
@@ -71,20 +68,7 @@ if TYPE_CHECKING:
     from servo_actors.actors import OperationResult, ServoRuntime
     from servo_actors.config import ServoConfig
 
-__all__ = [
-    "BAR_WIDTH",
-    "DEFAULT_MEASURE_DURATION",
-    "REFRESH_INTERVAL",
-    "SIGNAL_EXIT_BASE",
-    "STEP_TOLERANCE",
-    "adjust_cmd",
-    "check_cmd",
-    "convert_value",
-    "describe_cmd",
-    "measure_cmd",
-    "parse_assignments",
-    "resolve_assignments",
-]
+__all__ = ["DEFAULT_MEASURE_DURATION", "adjust_cmd", "check_cmd", "describe_cmd", "measure_cmd"]
 
 DEFAULT_MEASURE_DURATION = 0.0
 """Seconds ``measure`` measures without ``-d``: 0 means "now" (one reading per connector)."""

@@ -94,7 +94,7 @@ def serve(
     admin_token_file: Path | None,
 ) -> None:
     """Serve the optimizer's side of the protocol until SIGTERM or SIGINT."""
-    from servo_actors.optimizer.server import Application
+    from servo_actors.optimizer.application import Application
 
     with signals.watching() as watcher:
         if not watcher.stop.is_set():  # a stop during start-up: nothing to load, nothing to serve

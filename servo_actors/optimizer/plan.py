@@ -43,7 +43,7 @@ from pydantic import (
     model_validator,
 )
 
-from servo_actors.config.models import Duration, split_optimizer_id
+from servo_actors.config.fields import Duration, split_optimizer_id
 from servo_actors.config.problems import config_error, problems_from_validation
 from servo_actors.errors import ConfigError
 

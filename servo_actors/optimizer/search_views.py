@@ -40,8 +40,8 @@ from servo_actors.optimizer.confirm import (
     verdict,
 )
 from servo_actors.optimizer.plan import Objective, Plan, plan_summary
+from servo_actors.optimizer.space import SearchSpace, Settings
 from servo_actors.optimizer.steps import STATE_VERSION, StepRecord, assess
-from servo_actors.optimizer.strategy import SearchSpace, Settings
 
 __all__ = [
     "InFlight",

@@ -12,20 +12,18 @@ from typing import Any
 
 from servo_actors import USER_AGENT, __version__
 from servo_actors.actors import OperationResult
-from servo_actors.actors.rules.results import NOT_UP_REASONS
 from servo_actors.config import ServoConfig
 from servo_actors.connectors import Control
 from servo_actors.errors import ProtocolError, ServoError
-from servo_actors.protocol.models import (
-    Command,
-    OptimizerStatus,
+from servo_actors.protocol.commands import Command, OptimizerStatus
+from servo_actors.protocol.statuses import reason_word
+from servo_actors.protocol.writing import (
     adjustment_result,
     description_result,
     failure_result,
     measurement_result,
 )
-from servo_actors.protocol.statuses import reason_word
-from servo_actors.vocabulary import ADJUSTMENT, DESCRIPTION, MEASUREMENT
+from servo_actors.vocabulary import ADJUSTMENT, DESCRIPTION, MEASUREMENT, NOT_UP_REASONS
 
 __all__ = [
     "_cancel_reason",
@@ -37,7 +35,7 @@ __all__ = [
     "telemetry",
 ]
 
-log = logging.getLogger(__package__)  # the package's name: log lines keep the logger they had
+log = logging.getLogger(__name__)
 
 
 def result_param(

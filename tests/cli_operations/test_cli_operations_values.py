@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from servo_actors.cli.operations import convert_value, parse_assignments, resolve_assignments
+from servo_actors.cli.assignments import convert_value, parse_assignments, resolve_assignments
 from servo_actors.connectors.synthetic import SyntheticModel
 from servo_actors.errors import UsageError
 

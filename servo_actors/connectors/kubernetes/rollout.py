@@ -11,7 +11,7 @@ controllers retry (ReplicaFailure, a failed ReplicaSet creation) fails it once i
 has just restarted clears).
 
 A StatefulSet's rollback may delete the pods the failed revision left not ready
-(``replace_stuck=True``, see ``rollout_pods``). Every name this module had is still importable from it.
+(``replace_stuck=True``, see ``rollout_pods``).
 """
 
 from __future__ import annotations
@@ -38,9 +38,8 @@ from servo_actors.connectors.kubernetes.diagnosis import (
     restart_counts,
     without_condition,
 )
-from servo_actors.connectors.kubernetes.rollout_pods import EVENTS_LIMIT, RolloutPods
+from servo_actors.connectors.kubernetes.rollout_pods import RolloutPods
 from servo_actors.connectors.kubernetes.rollout_rules import (
-    REVISION_LABEL,
     Report,
     RolloutStatus,
     is_statefulset,
@@ -51,19 +50,7 @@ from servo_actors.connectors.kubernetes.rollout_rules import (
 )
 from servo_actors.durations import format_duration
 
-__all__ = [
-    "EVENTS_LIMIT",
-    "FAILURE_GRACE",
-    "RETRY_INTERVAL",
-    "REVISION_LABEL",
-    "Report",
-    "RolloutFailed",
-    "RolloutStatus",
-    "RolloutWatcher",
-    "WATCH_WINDOW",
-    "rollout_status",
-    "statefulset_status",
-]
+__all__ = ["FAILURE_GRACE", "RETRY_INTERVAL", "RolloutFailed", "RolloutWatcher", "WATCH_WINDOW"]
 
 WATCH_WINDOW = 2.0
 """Seconds one watch lasts before a fresh read, a look at the pods and a progress report."""
