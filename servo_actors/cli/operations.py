@@ -205,12 +205,15 @@ def _checks_failure(failed_checks: Sequence[dict[str, Any]], total: int) -> str 
     if not failed_checks:
         return None
     named = "; ".join(
-        f"connector {c.get('connector')!r}: {c.get('name')}: {c.get('message') or 'failed'}" for c in failed_checks
+        f"connector {c.get('connector')!r}: {c.get('name')}: {c.get('message') or 'failed'}"
+        for c in failed_checks
     )
     return f"{len(failed_checks)} of {total} checks failed: {named}"
 
 
-def _mark_checks_failed(payload: dict[str, Any], failed_checks: Sequence[dict[str, Any]], failure: str) -> None:
+def _mark_checks_failed(
+    payload: dict[str, Any], failed_checks: Sequence[dict[str, Any]], failure: str
+) -> None:
     """A failed check fails the result, as the exit code says: the aggregate and each connector with
     a failed check say ``failed`` (reason ``check-failed``) unless they already failed otherwise."""
     if payload["status"] == "ok":

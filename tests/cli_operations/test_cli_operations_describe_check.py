@@ -26,7 +26,11 @@ def chaos(name: str, **config: object) -> dict[str, object]:
 def kubernetes(kubeconfig: object) -> dict[str, object]:
     """A kubernetes connector for one Deployment, reading ``kubeconfig``."""
     deployment = {"name": "web", "containers": [{"name": "main", "cpu": {"min": "250m", "max": 2}}]}
-    return {"name": "k8s", "type": "kubernetes", "config": {"kubeconfig": str(kubeconfig), "deployments": [deployment]}}
+    return {
+        "name": "k8s",
+        "type": "kubernetes",
+        "config": {"kubeconfig": str(kubeconfig), "deployments": [deployment]},
+    }
 
 
 def test_describe_table_lists_settings_and_metrics(servo, kit) -> None:
