@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 
 import pytest
 import requests
@@ -15,6 +16,7 @@ import requests
 from servo_actors.connectors.synthetic import SyntheticModel
 from servo_actors.optimizer.search import SearchDriver
 from servo_actors.optimizer.server import OptimizerServer
+from servo_actors.readable import number_text
 
 from .conftest import run_search, search_plan
 
@@ -27,6 +29,7 @@ OFF_SCALE_FACTOR = 3
 """A constraint chart's scale stops at this many times its limit (charts.js)."""
 NICE_STEPS = (1, 2, 5)
 PIXEL_TOLERANCE = 2.0
+NUMBERS_COMPARED = 500
 
 pytestmark = [pytest.mark.browser]
 
@@ -49,12 +52,8 @@ def overlap(a: dict[str, float], b: dict[str, float]) -> bool:
 
 
 def human(value: float) -> str:
-    """The console's number format (charts.js ``fmt``): 4 significant digits, no exponent."""
-    if float(value).is_integer():
-        return str(int(value))
-    decimals = max(0, 3 - math.floor(math.log10(abs(value))))
-    text = f"{value:.{decimals}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
+    """What the console shows for ``value``: the demo's own number text (the test below holds them equal)."""
+    return number_text(float(value))
 
 
 def set_width(browser, width: int) -> None:
@@ -197,7 +196,7 @@ def test_a_single_reading_is_not_said_to_hold_with_margin(browser):
 
 
 @pytest.mark.timeout(60)
-def test_numbers_are_formatted_without_exponents_for_ordinary_magnitudes(browser):
+def test_numbers_are_formatted_without_exponents_for_ordinary_magnitudes_as_the_demo_does(browser):
     driver = SearchDriver.from_plan(search_plan(steps=8))
     with OptimizerServer(driver, app=driver.plan.app) as server:
         browser.open(server.url + "/")
@@ -210,10 +209,18 @@ def test_numbers_are_formatted_without_exponents_for_ordinary_magnitudes(browser
             0.136: "0.136",
             726.38: "726.4",
             1234567.8: "1234568",
+            -0.25: "-0.25",
+            2.5e-7: "2.500e-07",
+            3e16: "3.000e+16",
         }
         for value, text in cases.items():
             assert browser.evaluate(f"OptimizerCharts.fmt({value!r})") == text, value
-            assert human(value) == text, value
+            assert number_text(value) == text, value
+        # The page and the demo's terminal lines write every number alike.
+        rng = random.Random(SEED)
+        values = [rng.choice((-1, 1)) * 10 ** rng.uniform(-6, 17) for _ in range(NUMBERS_COMPARED)]
+        shown = browser.evaluate(f"{json.dumps(values)}.map((v) => OptimizerCharts.fmt(v))")
+        assert shown == [number_text(v) for v in values]
 
 
 @pytest.mark.timeout(60)

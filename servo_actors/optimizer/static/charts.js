@@ -31,14 +31,15 @@
     return element;
   }
 
-  // A number as a person reads it: 4 significant digits, no exponent for ordinary magnitudes.
+  // A number as a person reads it: 4 significant digits, no exponent for ordinary magnitudes
+  // (the same text as servo_actors/readable.py's number_text, which the demo prints).
   function fmt(value) {
     if (value === null || value === undefined || Number.isNaN(value)) return "-";
     if (typeof value !== "number") return String(value);
-    if (Number.isInteger(value) && Math.abs(value) < 1e15) return String(value);
     const abs = Math.abs(value);
-    if (abs !== 0 && (abs < 1e-4 || abs >= 1e15)) return value.toExponential(3);
-    const decimals = Math.max(0, 3 - Math.floor(Math.log10(abs || 1)));
+    if (abs !== 0 && (abs < 1e-4 || abs >= 1e15)) return value.toExponential(3).replace(/e([+-])(\d)$/, "e$10$2");
+    if (Number.isInteger(value)) return String(value);
+    const decimals = Math.max(0, 3 - Math.floor(Math.log10(abs)));
     return String(+value.toFixed(decimals));
   }
 
