@@ -265,7 +265,36 @@ def test_a_finished_command_shows_its_progress_at_100_percent(browser):
         assert browser.evaluate("document.querySelector('#progress-text').textContent") == "100% done"
         assert browser.evaluate("document.querySelector('#progress').style.width") == "100%"
         current = browser.evaluate("document.querySelector('#current').textContent")
-        assert current.startswith("none (last: MEASURE " + uid) and current.endswith(", ok)"), current
+        assert current == f"none (last: MEASURE {uid} - baseline, ok)", current
+
+        # The next command in flight: the finished one stays in view at 100 %, in a line of its own.
+        following = post("WHATS_NEXT", None)
+        result_event = {"MEASURE": "MEASUREMENT", "ADJUST": "ADJUSTMENT"}[following["cmd"]]
+        post(result_event, {"progress": 10, "cmd_uid": following["cmd_uid"]})
+        browser.wait_for("document.querySelector('#progress').dataset.percent === '10'", PAGE_TIMEOUT)
+        assert browser.evaluate("document.querySelector('#current').textContent").startswith(
+            f"{following['cmd']} {following['cmd_uid']} - step 1"
+        )
+        last = browser.evaluate("document.querySelector('#last-command').textContent")
+        assert last == f"last finished: MEASURE {uid} - baseline: ok, 100 %", last
+
+        # Cancelled (Abort): how far it got, and that it was cancelled; never 100 %.
+        requests.post(f"{server.url}/admin/cancel", json={}, timeout=REQUEST_TIMEOUT).raise_for_status()
+        assert post(result_event, {"progress": 20, "cmd_uid": following["cmd_uid"]})["status"] == "cancel"
+        cancelled = {
+            "status": "cancelled",
+            "reason": "cancelled",
+            "message": "Abort",
+            "cmd_uid": following["cmd_uid"],
+        }
+        post(result_event, cancelled)
+        browser.wait_for("document.querySelector('#progress').dataset.percent === '20'", PAGE_TIMEOUT)
+        assert (
+            browser.evaluate("document.querySelector('#progress-text').textContent") == "20% then cancelled"
+        )
+        last = browser.evaluate("document.querySelector('#last-command').textContent")
+        assert last.startswith(f"last finished: {following['cmd']} {following['cmd_uid']} - step 1"), last
+        assert last.endswith(": cancelled, at 20 %"), last
 
 
 def described() -> dict:
