@@ -211,23 +211,34 @@ def _await_result(
     while True:
         state = admin.state(app)
         if (state.get("current") or {}).get("cmd_uid") != uid:
-            posted = [
-                entry["param"]
-                for entry in state.get("history") or []
-                if isinstance(entry.get("param"), dict)
-                and entry["param"].get("cmd_uid") == uid
-                and "status" in entry["param"]
-            ]
-            if not posted:
-                return f"{cmd} {uid} is no longer in flight"
-            result = posted[-1]
-            return f"{cmd} {uid}: the servo posted {result['status']} ({result.get('reason') or '-'})"
+            return _outcome(state, cmd, uid)
         if time.monotonic() >= deadline:
             raise OptimizerError(
                 f"{cmd} {uid} is still in flight after {wait_seconds:g}s: the servo has not posted its "
                 "result (it answers a cancel at its next progress post; is it running?)"
             )
         _pause(deadline)
+
+
+def _outcome(state: dict[str, Any], cmd: Any, uid: Any) -> str:
+    """What became of the cancelled command, from ``/admin/state``: the result the servo posted,
+    and whether the cancel reached it while it ran or only as it finished."""
+    posted = [
+        entry["param"]
+        for entry in state.get("history") or []
+        if isinstance(entry.get("param"), dict)
+        and entry["param"].get("cmd_uid") == uid
+        and "status" in entry["param"]
+    ]
+    answered = [c for c in state.get("cancels") or [] if c.get("cmd_uid") == uid]
+    if not posted:
+        return f"{cmd} {uid} is no longer in flight"
+    result = posted[-1]
+    said = f"{result['status']} ({result.get('reason') or '-'})"
+    if answered and answered[-1].get("answered_to") == "result":
+        # The cancel came after its last progress post: its result was answered cancel instead.
+        return f"{cmd} {uid} had finished when the cancel reached it: its result {said} was answered cancel"
+    return f"{cmd} {uid}: the servo posted {said}"
 
 
 def _flush() -> None:
