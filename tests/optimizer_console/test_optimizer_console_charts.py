@@ -174,7 +174,7 @@ def check_the_settings_bars_as_drawn(browser, state: dict) -> None:
     chart = "#charts svg[data-chart='settings']"
     box = rects(browser, chart)[0]
     # The chart is drawn at its container's width: its viewBox's width is that many CSS pixels.
-    view_width = float(browser.evaluate(f"document.querySelector(\"{chart}\").viewBox.baseVal.width"))
+    view_width = float(browser.evaluate(f'document.querySelector("{chart}").viewBox.baseVal.width'))
     scale = box["width"] / view_width
     expected: dict[str, float] = {}
     for name in ("web.cpu", "web.memory", "web.replicas"):
