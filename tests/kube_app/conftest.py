@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -53,8 +53,10 @@ def pause_binary(image_archives: dict[str, Path], tmp_path_factory: pytest.TempP
 def start_app(app_binary: Path, tmp_path: Path) -> Iterator[Callable[..., AppProcess]]:
     started: list[AppProcess] = []
 
-    def start(env: dict[str, str] | None = None, wait: bool = True) -> AppProcess:
-        app = AppProcess(app_binary, tmp_path, env)
+    def start(
+        env: dict[str, str] | None = None, wait: bool = True, cgroups: Sequence[Path] = ()
+    ) -> AppProcess:
+        app = AppProcess(app_binary, tmp_path, env, cgroups)
         started.append(app)
         if wait:
             app.wait_serving()

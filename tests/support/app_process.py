@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,9 @@ REQUEST_TIMEOUT = 30.0
 POLL = 0.02
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+JOIN_AND_EXEC = (
+    'binary=$1; shift; for group; do echo $$ > "$group/cgroup.procs" || exit 125; done; exec "$binary"'
+)
 
 
 def free_port() -> int:
@@ -43,9 +47,13 @@ def free_port() -> int:
 
 class AppProcess:
     """The application binary started with ``env`` (over PORT and LISTEN=127.0.0.1); its log (the
-    start and stop lines) goes to ``workdir``/app-PORT.log."""
+    start and stop lines) goes to ``workdir``/app-PORT.log. ``cgroups``: cgroup (v1) folders it
+    starts in (a shell joins them, then execs the binary, so the binary runs there from its first
+    instruction)."""
 
-    def __init__(self, binary: Path, workdir: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, binary: Path, workdir: Path, env: dict[str, str] | None = None, cgroups: Sequence[Path] = ()
+    ) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / f"app-{self.port}.log"
@@ -54,9 +62,12 @@ class AppProcess:
         environment.update(env or {})
         self.session = requests.Session()
         self.session.trust_env = False  # loopback only: never through a proxy
+        command = [str(binary)]
+        if cgroups:
+            command = ["sh", "-c", JOIN_AND_EXEC, "sh", str(binary), *map(str, cgroups)]
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
-                [str(binary)],
+                command,
                 env=environment,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
