@@ -15,6 +15,8 @@ type config struct {
 	ready           bool
 	allocMB         int
 	shutdownTimeout time.Duration
+	unreadyAfter    time.Duration
+	exitAfter       time.Duration
 }
 
 // Limits on values that would otherwise hang or exhaust the process by a typo.
@@ -53,12 +55,21 @@ func loadConfig(getenv func(string) string) (config, error) {
 		}
 		cfg.allocMB = mb
 	}
-	if value := getenv("SHUTDOWN_TIMEOUT"); value != "" {
-		timeout, err := time.ParseDuration(value)
-		if err != nil || timeout < 0 {
-			return cfg, fmt.Errorf("SHUTDOWN_TIMEOUT=%q is not a non-negative Go duration such as 10s", value)
+	for _, setting := range []struct {
+		name   string
+		target *time.Duration
+	}{
+		{"SHUTDOWN_TIMEOUT", &cfg.shutdownTimeout},
+		{"UNREADY_AFTER", &cfg.unreadyAfter},
+		{"EXIT_AFTER", &cfg.exitAfter},
+	} {
+		if value := getenv(setting.name); value != "" {
+			duration, err := time.ParseDuration(value)
+			if err != nil || duration < 0 {
+				return cfg, fmt.Errorf("%s=%q is not a non-negative Go duration such as 10s", setting.name, value)
+			}
+			*setting.target = duration
 		}
-		cfg.shutdownTimeout = timeout
 	}
 	return cfg, nil
 }

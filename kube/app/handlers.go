@@ -12,6 +12,7 @@ import (
 type handlers struct {
 	cfg     config
 	ballast *ballast
+	started time.Time
 	sink    atomic.Uint32 // the last result of /work's hashing, kept so the work cannot be optimized away
 }
 
@@ -58,6 +59,11 @@ func (h *handlers) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	if !h.cfg.ready {
 		http.Error(w, "not ready: READY=false", http.StatusServiceUnavailable)
+		return
+	}
+	if h.cfg.unreadyAfter > 0 && time.Since(h.started) >= h.cfg.unreadyAfter {
+		http.Error(w, fmt.Sprintf("not ready: UNREADY_AFTER=%s has passed", h.cfg.unreadyAfter),
+			http.StatusServiceUnavailable)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -3,7 +3,7 @@
 //
 //	GET  /work          WORK_MS milliseconds of CPU (?ms=N for this request), then 200
 //	GET  /healthz       200 while the process serves
-//	GET  /readyz        200, or 503 while READY is "false"
+//	GET  /readyz        200, or 503 while READY is "false" or once UNREADY_AFTER has passed
 //	GET  /metrics       Prometheus text format (latency histogram, requests by code, Go runtime)
 //	POST /alloc?mb=N    N MiB more allocated, touched and held; answers the total held
 //
@@ -13,6 +13,8 @@
 //	LISTEN            the address to listen on; default all interfaces ("" ), e.g. 127.0.0.1
 //	WORK_MS           5 (a non-negative number; fractions allowed)
 //	READY             "false" fails /readyz; anything else or unset passes
+//	UNREADY_AFTER     a Go duration: /readyz fails from that long after the start (ready, then not)
+//	EXIT_AFTER        a Go duration: the process exits 1 that long after the start (a crash)
 //	ALLOC_MB          0: MiB allocated, touched and held from the start
 //	SHUTDOWN_TIMEOUT  10s: after SIGTERM, how long in-flight requests get before the exit
 //	GOGC, GOMEMLIMIT  read by the Go runtime itself; logged at start
@@ -59,7 +61,7 @@ func run(cfg config, logger *slog.Logger) error {
 		return err
 	}
 	meters := newMeters(version, ballast)
-	app := &handlers{cfg: cfg, ballast: ballast}
+	app := &handlers{cfg: cfg, ballast: ballast, started: time.Now()}
 	server := &http.Server{
 		Handler:           meters.instrument(app.routes()),
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -73,6 +75,8 @@ func run(cfg config, logger *slog.Logger) error {
 		"address", listener.Addr().String(),
 		"work_ms", cfg.workMS,
 		"ready", cfg.ready,
+		"unready_after", cfg.unreadyAfter.String(),
+		"exit_after", cfg.exitAfter.String(),
 		"alloc_mb", cfg.allocMB,
 		"gogc", gcPercent(),
 		"gomemlimit", memoryLimit(),
@@ -85,10 +89,17 @@ func run(cfg config, logger *slog.Logger) error {
 	served := make(chan error, 1)
 	go func() { served <- server.Serve(listener) }()
 
+	var crash <-chan time.Time
+	if cfg.exitAfter > 0 {
+		crash = time.After(cfg.exitAfter)
+	}
+
 	var received os.Signal
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
+	case <-crash:
+		return fmt.Errorf("exiting with status 1 as EXIT_AFTER=%s asks", cfg.exitAfter)
 	case received = <-signals:
 	}
 	// Shutdown closes the listener at once (no new connections), then waits for in-flight

@@ -23,6 +23,7 @@ TICK = 1 / 100
 """/proc's CPU times count in clock ticks (USER_HZ, 100 on Linux)."""
 IN_FLIGHT_TIMEOUT = 30.0
 EXIT_TIMEOUT = 30.0
+UNREADY_TIMEOUT = 30.0
 
 
 def samples(app: AppProcess) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -70,6 +71,27 @@ def test_readiness_follows_ready(start_app: StartApp) -> None:
     ready = start_app({})
     assert ready.get("/readyz").status_code == 200
     assert ready.get("/nowhere").status_code == 404
+
+
+def test_unready_after_fails_readiness_once_it_has_passed(start_app: StartApp) -> None:
+    later = start_app({"UNREADY_AFTER": "1h"})
+    assert later.get("/readyz").status_code == 200
+    soon = start_app({"UNREADY_AFTER": "300ms"})
+    failed = wait_until(
+        lambda: (answer := soon.get("/readyz")).status_code == 503 and answer.text,
+        UNREADY_TIMEOUT,
+        what="/readyz failing after UNREADY_AFTER",
+    )
+    assert "UNREADY_AFTER=300ms has passed" in failed
+    assert soon.get("/healthz").status_code == 200, "alive, only not ready"
+
+
+def test_exit_after_exits_1_on_its_own(start_app: StartApp) -> None:
+    app = start_app({"EXIT_AFTER": "300ms"}, wait=False)
+    assert app.wait(EXIT_TIMEOUT) == 1
+    lines = app.log_lines()
+    assert len(lines) == 2 and "msg=started" in lines[0]
+    assert "EXIT_AFTER=300ms" in lines[1], lines
 
 
 def test_metrics_have_the_latency_histogram_requests_by_code_and_the_runtime(start_app: StartApp) -> None:
@@ -173,6 +195,8 @@ def test_shutdown_is_bounded_by_shutdown_timeout(start_app: StartApp) -> None:
         ("ALLOC_MB", "1.5"),
         ("PORT", "http"),
         ("SHUTDOWN_TIMEOUT", "10"),
+        ("UNREADY_AFTER", "-1s"),
+        ("EXIT_AFTER", "soon"),
     ],
 )
 def test_a_bad_setting_exits_2_naming_it(start_app: StartApp, variable: str, value: str) -> None:
