@@ -14,6 +14,9 @@ import (
 func main() {
 	signals := make(chan os.Signal, 8)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGCHLD)
+	// Said once the handlers are ours: before this line a SIGTERM or SIGINT still has Go's
+	// default effect (the process dies of it).
+	fmt.Fprintln(os.Stderr, "pause: running, exits 0 on SIGTERM or SIGINT")
 	// Children that exited before the handler was installed are reaped too.
 	reap()
 	for received := range signals {
