@@ -155,6 +155,12 @@ def _progress_storm(ctx: tuple[Any, Mapping[str, Any]]) -> None:
         time.sleep(PROGRESS_SEEN_POLL)
 
 
+def _close_fds() -> None:
+    """Close every descriptor but stdin, stdout and stderr (as a daemonising library does), then
+    return at once: the host's channels to its supervisor are gone with them."""
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+
+
 def _kill_the_worker_after_returning() -> None:
     """Make the host's worker thread die outside any handler: a trace function (this thread's)
     that raises when the host posts this operation's result."""
@@ -183,6 +189,9 @@ BEHAVIOURS = {
     "check_not_a_list": lambda ctx: {"name": "x"},
     "weird_failure": lambda ctx: _raise(_weird_failure()),
     "huge_exit_code": lambda ctx: sys.exit(2**100),
+    "empty_exception": lambda ctx: _raise(MemoryError()),
+    "true_value": lambda ctx: {"metrics": {"m": {"unit": "count", "value": True}}, "annotations": {}},
+    "close_fds": lambda ctx: _close_fds(),
     "progress_storm": lambda ctx: (_progress_storm(ctx), None)[1],
     # Over any limit under 2 MB, and not plain data where a walk would look first: the size is
     # what must be refused, before the result is walked.
