@@ -1,7 +1,8 @@
 """A connector that hands its host the nastiest objects Python allows (tests/actors hostile tests).
 
 Config: ``{operation: behaviour}`` for describe, measure, adjust, check and startup; an operation
-without one behaves (one metric ``m``, one component ``c``). See BEHAVIOURS.
+without one behaves (one metric ``m``, one component ``c``). See BEHAVIOURS. With
+``only_if_file: PATH``, the behaviours apply only while that file exists.
 """
 
 from __future__ import annotations
@@ -211,7 +212,8 @@ class HostileConnector(Connector):
 
     def _do(self, operation: str, default: Any, ctx: Any = None) -> Any:
         behaviour = (self.config or {}).get(operation)
-        if behaviour is None:
+        only_if_file = (self.config or {}).get("only_if_file")
+        if behaviour is None or (only_if_file is not None and not os.path.exists(only_if_file)):
             return default
         return BEHAVIOURS[behaviour](ctx)
 
