@@ -1,0 +1,136 @@
+"""A connector's stdout and stderr in the servo's log: captured in the connector's process, made
+lines that name it (in JSON with the same keys as every other line), cut and rate-limited.
+
+The connector ``obs_test_connectors:Noisy`` writes every way there is (print, sys.stderr,
+os.write to descriptors 1 and 2, a subprocess writing to both, a line that pauses before its
+newline, a 1 MB line) and then floods descriptor 1.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servo_actors import logs
+from servo_actors.actors.runtime import ServoRuntime
+from servo_actors.config.models import ServoConfig
+from servo_actors.logs import JSON_KEYS, configure_logging
+from servo_actors.observability.output_capture import LINES_PER_WINDOW, MAX_LINE_BYTES, WINDOW_SECONDS
+
+PLUGINS = Path(__file__).parent / "plugins"
+NOISY = "obs_test_connectors:Noisy"
+RUN_TIMEOUT = 60.0
+"""Generous bound on the scripted run: only a hang breaks it."""
+NOTE_TIMEOUT = WINDOW_SECONDS + 30.0
+"""Generous bound on the note of what a flood dropped: it comes when its window ends."""
+LONG_LINE = 1_000_000
+FLOOD_LINES = 5000
+FLOOD_BYTES = 1000
+SAID = {
+    ("stdout", "noisy prints on stdout"),
+    ("stderr", "noisy prints on stderr"),
+    ("stdout", "noisy writes to fd 1"),
+    ("stderr", "noisy writes to fd 2"),
+    ("stdout", "child says hello on stdout"),
+    ("stderr", "child says hello on stderr"),
+    ("stdout", "child writes to fd 1 directly"),
+    ("stdout", "noisy pauses without a newline"),
+    ("stdout", "noisy ends the line"),
+}
+"""(logger, message) of every line Noisy writes before its long line and its flood."""
+CUT = f" [line cut at {MAX_LINE_BYTES} bytes: {LONG_LINE - MAX_LINE_BYTES} more bytes dropped]"
+
+
+@pytest.fixture(autouse=True)
+def restored_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level, configured = list(root.handlers), root.level, logs.configured()
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    logs._configured = configured
+
+
+def noisy(**config: Any) -> dict[str, Any]:
+    return {"name": "noisy", "type": NOISY, "config": config}
+
+
+@pytest.mark.parametrize("log_format", ["json", "text"])
+def test_a_connectors_output_becomes_lines_that_name_it(
+    log_format: str, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    configure_logging("info", log_format)
+    config = ServoConfig.model_validate({"connectors": [noisy(long_line=LONG_LINE)]})
+    with ServoRuntime(config) as runtime:
+        assert runtime.run("measure").ok
+        # The capture thread logs what it read; the runtime's stop ends the process after.
+        out, err = capfd.readouterr()
+        runtime.stop()
+        out2, err2 = capfd.readouterr()
+    out, err = out + out2, err + err2
+    assert out == ""  # nothing on the servo's stdout: all of it is log lines on its stderr
+    if log_format == "text":
+        for logger, message in SAID:
+            assert f"[noisy] {logger}: {message}\n" in err, err
+        assert f"[noisy] stdout: {'x' * MAX_LINE_BYTES}{CUT}\n" in err
+        return
+    lines = [json.loads(line) for line in err.splitlines()]
+    assert all(tuple(line) == JSON_KEYS for line in lines), [
+        line for line in lines if tuple(line) != JSON_KEYS
+    ]
+    said = {(line["logger"], line["message"]) for line in lines if line["connector"] == "noisy"}
+    assert SAID <= said
+    assert ("stdout", "x" * MAX_LINE_BYTES + CUT) in said
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_every_line_of_a_json_servo_is_json_with_the_same_keys_and_a_flood_is_bounded(
+    servo, optimizer, kit
+) -> None:
+    driver = kit.scripted(
+        [
+            {"cmd": "DESCRIBE"},
+            {"cmd": "MEASURE", "param": {"metrics": ["noise", "words"], "control": {"duration": 0}}},
+        ]
+    )
+    server = optimizer(driver)
+    connectors = [
+        noisy(long_line=LONG_LINE, flood_lines=FLOOD_LINES, flood_bytes=FLOOD_BYTES),
+        {"name": "chatty", "type": "obs_test_connectors:Chatty", "config": {"say": "hello"}},
+        kit.chaos("drill", faults={"describe": "exit"}),
+    ]
+    proc = servo(kit.servo_config(server, connectors))
+    kit.wait_until(lambda: driver.state()["done"], RUN_TIMEOUT, 0.1, what="the script")
+    kit.wait_until(
+        lambda: "dropped" in proc.log() and "lines (" in proc.log(), NOTE_TIMEOUT, 0.2, what="the note"
+    )
+    proc.signal(signal.SIGTERM)
+    assert proc.wait() == 0, proc.log()[-4000:]
+    lines = proc.log_lines()  # every line parses as JSON
+    odd = [line for line in lines if tuple(line) != JSON_KEYS]
+    assert not odd, odd[:3]
+    output = [line for line in lines if line["logger"] in ("stdout", "stderr", "output")]
+    assert output and all(line["connector"] == "noisy" and line["pid"] for line in output)
+    assert SAID <= {(line["logger"], line["message"]) for line in output}
+    assert any(line["connector"] == "chatty" and "chatty measures" in line["message"] for line in lines)
+    assert any(line["connector"] == "drill" and "exit fault" in line["message"] for line in lines)
+    # The flood: at most LINES_PER_WINDOW lines per window, then one note at once and one with the count.
+    flood = [line for line in output if line["message"] == "f" * FLOOD_BYTES]
+    assert 0 < len(flood) < LINES_PER_WINDOW, len(flood)
+    notes = [line["message"] for line in output if line["logger"] == "output"]
+    assert notes[0].startswith(f"output over {LINES_PER_WINDOW} lines per {WINDOW_SECONDS:g}s"), notes
+    counted = re.fullmatch(
+        r"dropped (\d+) lines \((\d+) bytes\) of stdout and stderr over the limit .*", notes[1]
+    )
+    assert counted is not None, notes
+    assert len(flood) + int(counted.group(1)) == FLOOD_LINES
+    assert len(proc.log()) < (FLOOD_LINES * FLOOD_BYTES + LONG_LINE) / 10
