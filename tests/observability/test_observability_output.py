@@ -22,7 +22,13 @@ from servo_actors import logs
 from servo_actors.actors.runtime import ServoRuntime
 from servo_actors.config.models import ServoConfig
 from servo_actors.logs import JSON_KEYS, configure_logging
-from servo_actors.observability.output_capture import LINES_PER_WINDOW, MAX_LINE_BYTES, WINDOW_SECONDS
+from servo_actors.observability.output_capture import (
+    LINES_PER_WINDOW,
+    MAX_LINE_BYTES,
+    WINDOW_SECONDS,
+    LineSplitter,
+    OutputBudget,
+)
 
 PLUGINS = Path(__file__).parent / "plugins"
 NOISY = "obs_test_connectors:Noisy"
@@ -60,6 +66,23 @@ def restored_logging() -> Iterator[None]:
 
 def noisy(**config: Any) -> dict[str, Any]:
     return {"name": "noisy", "type": NOISY, "config": config}
+
+
+def test_lines_are_cut_and_held_no_longer_than_the_limit() -> None:
+    splitter = LineSplitter(max_bytes=4)
+    assert splitter.feed(b"ab\ncdefgh") == [(b"ab", 0)]
+    assert splitter.pending
+    assert splitter.feed(b"ij" * 1000 + b"\nk") == [(b"cdef", 2002)]  # gh and the 2000 bytes after them
+    assert splitter.take() == (b"k", 0) and not splitter.pending
+
+
+def test_the_budget_drops_lines_past_its_window_and_counts_them() -> None:
+    budget = OutputBudget(lines=2, window=10.0)
+    assert budget.admit(0.0, 5) and budget.admit(1.0, 5)
+    assert not budget.admit(2.0, 7) and not budget.admit(3.0, 8)
+    assert budget.window_end() == 10.0 and budget.take_dropped(9.9) is None
+    assert budget.take_dropped(10.0) == (2, 15) and budget.window_end() is None
+    assert budget.admit(10.5, 1)  # a new window
 
 
 @pytest.mark.parametrize("log_format", ["json", "text"])
