@@ -5,7 +5,8 @@ One servo (`servo-actors run` against the embedded optimizer over loopback HTTP)
 connector (``other``, metric ``y``) beside four that fail a measure on request (each fault applies
 only while its file exists): one that sleeps past the deadline (``timeout``), one that raises
 (``connector-error``), one whose result is not of the protocol's shape (``invalid-result``) and one
-whose result is over ``max_result_bytes`` (``result-too-large``). Each MEASURE is ``failed`` with
+whose result is over ``max_result_bytes`` (``result-too-large``); and one that closes its host's
+file descriptors and returns (its process ends: ``connector-crashed``, saying why). Each MEASURE is ``failed`` with
 that reason, names the connector, and carries the healthy connector's value. A connector whose
 data breaks the protocol (a boolean where a number goes) is left out and named, the others kept.
 """
@@ -64,7 +65,9 @@ def plugins_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_measure_failed_by_one_running_connector_keeps_the_others_metrics(
     servo, optimizer, kit, tmp_path: Path, plugins_on_path: None
 ) -> None:
-    flags = {name: tmp_path / f"{name}.fault" for name in ("slow", "raiser", "invalid", "big", "liar")}
+    flags = {
+        name: tmp_path / f"{name}.fault" for name in ("slow", "raiser", "invalid", "big", "liar", "closer")
+    }
     connectors = [
         HEALTHY,
         sick_chaos("slow", "s", {"action": "sleep", "seconds": 600}, flags["slow"]),
@@ -75,6 +78,11 @@ def test_a_measure_failed_by_one_running_connector_keeps_the_others_metrics(
             "config": {"measure": "list", "only_if_file": str(flags["invalid"])},
         },
         sick_chaos("big", "b", {"action": "huge_result", "megabytes": 2}, flags["big"]),
+        {
+            "name": "closer",
+            "type": HOSTILE,
+            "config": {"measure": "close_fds", "only_if_file": str(flags["closer"])},
+        },
         {
             "name": "liar",
             "type": HOSTILE,
@@ -105,6 +113,8 @@ def test_a_measure_failed_by_one_running_connector_keeps_the_others_metrics(
         ("raiser", "connector-error", "raised RuntimeError in measure: boom", {"y", "s", "m", "b"}),
         # ``m`` here is the other test connector's (``liar``, not failing now).
         ("invalid", "invalid-result", "returned an invalid measure result", {"y", "s", "r", "m", "b"}),
+        # It closed its host's descriptors and returned at once: its process ended, said so.
+        ("closer", "connector-crashed", "exit code 86: its host lost its channel", {"y", "s", "r", "m", "b"}),
         ("big", "result-too-large", "over the limit", {"y", "s", "r", "m"}),
     ]
     for name, reason, words, kept in cases:
