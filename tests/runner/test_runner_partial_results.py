@@ -2,13 +2,14 @@
 "Partial results": what the other connectors produced is never thrown away).
 
 One servo (`servo-actors run` against the embedded optimizer over loopback HTTP) with a healthy
-connector (``other``, metric ``y``) beside four that fail a measure on request (each fault applies
-only while its file exists): one that sleeps past the deadline (``timeout``), one that raises
-(``connector-error``), one whose result is not of the protocol's shape (``invalid-result``) and one
-whose result is over ``max_result_bytes`` (``result-too-large``); and one that closes its host's
-file descriptors and returns (its process ends: ``connector-crashed``, saying why). Each MEASURE is ``failed`` with
-that reason, names the connector, and carries the healthy connector's value. A connector whose
-data breaks the protocol (a boolean where a number goes) is left out and named, the others kept.
+connector (``other``, metric ``y``) beside others that fail a measure on request (each fault
+applies only while its file exists): one that sleeps past the deadline (``timeout``), one that
+raises (``connector-error``), one whose result is not of the protocol's shape (``invalid-result``),
+one whose result is over ``max_result_bytes`` (``result-too-large``), and one that closes its
+host's file descriptors and returns (its process ends: ``connector-crashed``, saying why). Each
+MEASURE is ``failed`` with that reason, names the connector, and carries the healthy connectors'
+values. A connector whose data breaks the protocol (a boolean where a number goes) is left out and
+named, the others kept.
 """
 
 from __future__ import annotations
