@@ -99,7 +99,7 @@ def _data_param(
     problems: list[str] = []
     for part in answered:
         try:
-            _ok_param(event, command, part.data, requested, described_metrics)
+            _ok_param(event, command, part.data, requested, described_metrics, quiet=True)
         except _MISFITS as exc:
             problems.append(
                 f"the {command.cmd} result of connector {part.connector!r} does not fit the protocol: {exc}"
@@ -134,7 +134,11 @@ def _ok_param(
     data: dict[str, Any],
     requested: list[str] | None,
     described_metrics: dict[str, Any] | None,
+    *,
+    quiet: bool = False,
 ) -> dict[str, Any]:
+    """The ``ok`` param of ``data``; raises when it does not fit the protocol. ``quiet``: a trial
+    (one connector's part alone), whose dropped values are not logged."""
     cmd_uid = command.cmd_uid
     if event == DESCRIPTION:
         return description_result(
@@ -146,7 +150,7 @@ def _ok_param(
             # Only requested metrics reach the optimizer (interface.md).
             metrics = {name: value for name, value in metrics.items() if name in requested}
         param = measurement_result(cmd_uid, metrics=metrics, annotations=data.get("annotations", {}))
-        if param.get("message"):
+        if param.get("message") and not quiet:
             log.warning("%s %s: %s", command.cmd, cmd_uid, param["message"])
         return param
     return adjustment_result(cmd_uid, components=data.get("components", {}), metrics=described_metrics)
