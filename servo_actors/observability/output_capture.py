@@ -231,8 +231,8 @@ class OutputCapture:
         if not budget.admit(now, len(line) + cut + 1):
             if first_drop:
                 self._note.warning(
-                    "output over %d lines per %gs: further lines of stdout and stderr are dropped"
-                    " until the window ends",
+                    "stdout and stderr over %d lines per %gs: further lines are dropped until the"
+                    " window ends",
                     budget.lines,
                     budget.window,
                 )

@@ -120,7 +120,7 @@ def notes_complete(log: str) -> bool:
     notes = [line for line in log.splitlines() if '"logger": "output"' in line]
     return (
         0
-        < sum('"message": "output over ' in line for line in notes)
+        < sum('"message": "stdout and stderr over ' in line for line in notes)
         == sum('"message": "dropped ' in line for line in notes)
     )
 
@@ -163,7 +163,7 @@ def test_every_line_of_a_json_servo_is_json_with_the_same_keys_and_a_flood_is_bo
     over = [
         note
         for note in notes
-        if note.startswith(f"output over {LINES_PER_WINDOW} lines per {WINDOW_SECONDS:g}s")
+        if note.startswith(f"stdout and stderr over {LINES_PER_WINDOW} lines per {WINDOW_SECONDS:g}s")
     ]
     counted = [re.fullmatch(DROPPED, note) for note in notes if note.startswith("dropped")]
     assert over and len(counted) == len(over) and all(counted), notes
