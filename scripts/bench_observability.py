@@ -49,7 +49,7 @@ from servo_actors.logs import JsonFormatter
 from servo_actors.observability import events
 from servo_actors.observability.health import HealthState
 from servo_actors.observability.registry import ServoMetrics
-from servo_actors.protocol.models import OptimizerStatus
+from servo_actors.protocol.commands import OptimizerStatus
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "BENCHMARKS.md"

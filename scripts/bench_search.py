@@ -46,7 +46,8 @@ from bench_support.report import load_average, machine, write_section  # noqa: E
 
 from servo_actors.connectors.synthetic import SyntheticModel  # noqa: E402
 from servo_actors.optimizer.space import SearchSpace  # noqa: E402
-from servo_actors.optimizer.strategy import StrategyOptions, Trial, constraint_margin, propose  # noqa: E402
+from servo_actors.optimizer.strategy import propose  # noqa: E402
+from servo_actors.optimizer.trials import StrategyOptions, Trial, constraint_margin  # noqa: E402
 
 BENCHMARKS = ROOT / "BENCHMARKS.md"
 MARKS = ("<!-- bench_search:start -->", "<!-- bench_search:end -->")

@@ -1,6 +1,6 @@
 """The protocol's words, written once: events, commands, statuses and the reasons several layers share.
 
-Every other module takes its words from here (the wire models of ``protocol/models.py``, the
+Every other module takes its words from here (the wire models of ``protocol``, the
 metrics' label values of ``observability``, the runner, the supervisor's results, the embedded
 optimizer). It imports nothing, so that any layer may import it (.importlinter: the bottom layer).
 ``docs/protocol.md`` (shared) defines what each word means.

@@ -95,7 +95,7 @@ class ServoActorsAgent:
         config = self.workdir / f"servo-actors-{connectors}.yaml"
         settings = servo_actors_config(connectors, optimizer)
         if self.metrics:
-            from servo_actors.actors.transport.system import free_loopback_port
+            from servo_actors.actors.transport.ports import free_loopback_port
 
             self.metrics_address = f"127.0.0.1:{free_loopback_port()}"
             settings["settings"]["metrics"] = {"listen": self.metrics_address}

@@ -24,8 +24,7 @@ everything; should it end all the same, its job fails at once and the next job g
 
 This module is the actor: its process set-up, its messages, the parent checks and forwarding what
 the worker posted. The worker thread is ``host_worker`` (the mixin ``HostWorker``), and calling the
-connector and checking what it returns is ``connector_calls`` (plain Python, no Thespian); every
-name they hold that this module had is still importable from here.
+connector and checking what it returns is ``connector_calls`` (plain Python, no Thespian).
 """
 
 from __future__ import annotations
@@ -45,18 +44,10 @@ from typing import Any
 from thespian.actors import Actor, ThespianWatch, WakeupMessage, WatchMessage
 
 from servo_actors.actors.connector_calls import (
-    WORD_LIMIT,
     ConnectorCalls,
-    InvalidResult,
-    build_connector,
-    connector_class,
 )
 from servo_actors.actors.host_worker import (
-    HOST_ERROR,
     INVALID_RESULT,
-    MAX_EXIT_CODE,
-    PROGRESS_MESSAGE_LIMIT,
-    RESULT_TOO_LARGE,
     HostWorker,
 )
 from servo_actors.actors.linux import cgroups, descendants, processes
@@ -65,23 +56,7 @@ from servo_actors.actors.rules.results import ConnectorOutcome
 from servo_actors.actors.transport.plain_data import describe_exception, type_name
 from servo_actors.observability import log_relay
 
-__all__ = [
-    "ConnectorHost",
-    "DRAIN_LIMIT",
-    "FATAL_SIGNALS",
-    "ForkedWith",
-    "HOST_ERROR",
-    "INVALID_RESULT",
-    "InvalidResult",
-    "MAX_EXIT_CODE",
-    "PARENT_CHECK_INTERVAL",
-    "PROGRESS_MESSAGE_LIMIT",
-    "RESULT_TOO_LARGE",
-    "WORD_LIMIT",
-    "build_connector",
-    "connector_class",
-    "forking",
-]
+__all__ = ["ConnectorHost", "DRAIN_LIMIT", "FATAL_SIGNALS", "ForkedWith", "PARENT_CHECK_INTERVAL", "forking"]
 
 PARENT_CHECK_INTERVAL = timedelta(seconds=10)
 """How often a host checks that its supervisor is still its parent. Only a fallback: the kernel

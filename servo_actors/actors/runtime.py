@@ -57,53 +57,15 @@ from servo_actors.actors.linux import processes
 from servo_actors.actors.rules import messages as m
 from servo_actors.actors.rules.restart_ledger import RestartLedger
 from servo_actors.actors.runtime_operations import (
-    CANCEL_MARGIN,
-    CANCELLED_RESULT_WAIT,
-    RESULT_MARGIN,
     STOP_CHECK,
-    CancelRequest,
-    Operation,
     RuntimeOperations,
-)
-from servo_actors.actors.system_link import (
-    ANSWERS_KEPT,
-    DRAIN_LIMIT,
-    DRAIN_SLICE,
-    FAILURE_POLL_INTERVAL,
-    LIVENESS_INTERVAL,
-    LOST_REASON,
-    PING_KIND,
-    PING_PREFIX,
-    SupervisorLost,
 )
 from servo_actors.actors.transport.system import ActorSystemHandle
 from servo_actors.config.models import ServoConfig
 from servo_actors.errors import SupervisorError
 from servo_actors.observability import events
 
-__all__ = [
-    "ANSWERS_KEPT",
-    "CANCELLED_RESULT_WAIT",
-    "CANCEL_MARGIN",
-    "CancelRequest",
-    "DRAIN_LIMIT",
-    "DRAIN_SLICE",
-    "FAILURE_POLL_INTERVAL",
-    "LIVENESS_INTERVAL",
-    "LOST_REASON",
-    "Operation",
-    "PING_KIND",
-    "PING_PREFIX",
-    "RESULT_MARGIN",
-    "START_MARGIN",
-    "STATUS_TIMEOUT",
-    "STOP_CHECK",
-    "STOP_MARGIN",
-    "ServoRuntime",
-    "SupervisorLost",
-    "child_specs",
-    "supervisor_settings",
-]
+__all__ = ["START_MARGIN", "STATUS_TIMEOUT", "STOP_MARGIN", "ServoRuntime"]
 
 START_MARGIN = 5.0
 """Seconds added to the connectors' startup budget before a bounded ``start``/``restart`` gives up."""

@@ -19,11 +19,12 @@ from typing import Any
 from servo_actors.actors.declared_times import DeclaredTimes
 from servo_actors.actors.operation_path import CANCEL_DEADLINE, OperationPath
 from servo_actors.actors.rules import messages as m
-from servo_actors.actors.rules.results import OPERATIONS, OperationResult, aggregate
+from servo_actors.actors.rules.results import OperationResult, aggregate
 from servo_actors.actors.rules.supervision_operation import operation_deadline
 from servo_actors.actors.system_link import LOST_REASON, SupervisorLost, SystemLink
 from servo_actors.connectors.base import Control
 from servo_actors.observability import events
+from servo_actors.vocabulary import OPERATIONS
 
 __all__ = [
     "CANCELLED_RESULT_WAIT",

@@ -50,7 +50,7 @@ from servo_actors.actors.rules.supervision_events import (
     Kill,
     Spawn,
 )
-from servo_actors.actors.transport import system
+from servo_actors.actors.transport import child_actors
 
 __all__ = ["ChildProcess", "SupervisedProcesses"]
 
@@ -101,7 +101,7 @@ class SupervisedProcesses:
         """Fork a ConnectorHost for this generation and hand it its spec."""
         with forking(spawn.spec, spawn.generation, (self._spawn_ready, self._spawn_signal)):
             address = self.createActor(ConnectorHost)
-        pid = system.child_pid(self, address)
+        pid = child_actors.child_pid(self, address)
         started = processes.start_ticks(pid) if pid is not None else None
         self._processes[spawn.generation] = ChildProcess(spawn.name, spawn.generation, address, pid, started)
         self.send(address, m.HostInit(spawn.spec, spawn.generation, os.getpid()))
@@ -128,7 +128,7 @@ class SupervisedProcesses:
     def _kill_process(self, proc: ChildProcess) -> bool:
         """SIGKILL ``proc`` with its group, descendants and cgroup if it still runs; True once gone."""
         if proc.pid is None:
-            proc.pid = system.child_pid(self, proc.address)  # PID never learnt: ask Thespian again
+            proc.pid = child_actors.child_pid(self, proc.address)  # PID never learnt: ask Thespian again
             proc.started = processes.start_ticks(proc.pid) if proc.pid is not None else None
         if proc.pid is not None:
             if not self._running(proc):
@@ -202,11 +202,11 @@ class SupervisedProcesses:
         """``proc`` no longer runs: forget it, sweep what it left, and say how it ended."""
         self._processes.pop(proc.generation, None)
         self._forget.append((_now(), proc.address))
-        code = system.pop_exit_code(proc.pid, proc.started)
+        code = child_actors.pop_exit_code(proc.pid, proc.started)
         if code is None and proc.pid is not None:
             code = processes.exit_status_nowait(proc.pid)
         if code is None:  # reaped by multiprocessing when another host was forked
-            code = system.reaped_exit_code(self, proc.pid)
+            code = child_actors.reaped_exit_code(self, proc.pid)
         self._sweep_due = True
         return ChildExited(proc.name, proc.generation, code)
 

@@ -63,12 +63,11 @@ from servo_actors.actors.rules.supervision_events import (
     StopRequested,
     Tick,
 )
-from servo_actors.actors.supervised_processes import ChildProcess, SupervisedProcesses, _now
-from servo_actors.actors.transport import system
+from servo_actors.actors.supervised_processes import SupervisedProcesses, _now
+from servo_actors.actors.transport import child_actors
 from servo_actors.config import defaults
 
 __all__ = [
-    "ChildProcess",
     "POLL_AFTER_NOTICE",
     "SELF_DESTRUCT_TIMEOUT",
     "SPAWNS_PER_TURN",
@@ -271,7 +270,7 @@ class Supervisor(SupervisedProcesses, Actor):
             statuses,
             os.getpid(),
             os.getsid(0),
-            system.tracked_child_addresses(self),
+            child_actors.tracked_child_addresses(self),
         )
 
     # ----- effects out -------------------------------------------------------------------------
@@ -360,7 +359,7 @@ class Supervisor(SupervisedProcesses, Actor):
         # Addresses of children gone for a tick: Thespian has handled their exit by now.
         now = _now()
         while self._forget and now - self._forget[0][0] >= TICK_BUSY:
-            system.forget_child(self, self._forget.pop(0)[1])
+            child_actors.forget_child(self, self._forget.pop(0)[1])
 
     def _self_destruct(self) -> None:
         """The servo that owns this system is gone: kill every process of the session, then ourselves."""

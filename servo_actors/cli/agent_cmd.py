@@ -141,7 +141,7 @@ def agent_cmd(
     """
     from servo_actors.actors.convention.agent import AgentOptions, run_agent
     from servo_actors.actors.transport.message_auth import key_from_file
-    from servo_actors.actors.transport.system import check_listen_address
+    from servo_actors.actors.transport.ports import check_listen_address
 
     if rejoin_min > rejoin_max:
         raise UsageError("--rejoin-min must not exceed --rejoin-max")

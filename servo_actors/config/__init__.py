@@ -12,10 +12,8 @@ Connector types are resolved, and their settings validated, by ``servo_actors.co
 (whose ``load_config`` does both after this one): loading here imports no connector code.
 """
 
-from typing import Any
-
-from servo_actors.config import connector_types as _connector_types
 from servo_actors.config.display import ConnectorSettings, effective_config
+from servo_actors.config.fields import Duration
 from servo_actors.config.loading import (
     CONFIG_PATH_ENV,
     DEFAULT_CONFIG_PATH,
@@ -24,20 +22,11 @@ from servo_actors.config.loading import (
     load_config,
     require_optimizer,
 )
-from servo_actors.config.models import (
-    Backoff,
-    ConnectorSpec,
-    Duration,
-    MetricsConfig,
-    OptimizerConfig,
-    RestartBackoff,
-    ServoConfig,
-    Settings,
-    SupervisorConfig,
-    Timeouts,
-)
+from servo_actors.config.models import ConnectorSpec, ServoConfig
+from servo_actors.config.optimizer_section import Backoff, MetricsConfig, OptimizerConfig, Settings, Timeouts
 from servo_actors.config.problems import ConfigProblem
 from servo_actors.config.secrets import read_token
+from servo_actors.config.supervisor_section import RestartBackoff, SupervisorConfig
 
 __all__ = [
     "CONFIG_PATH_ENV",
@@ -61,12 +50,3 @@ __all__ = [
     "read_token",
     "require_optimizer",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    """The connector-type names this package used to export (BUILTIN_CONNECTORS,
-    resolve_connector_type, ...): deprecated, forwarded to ``servo_actors.connectors.registry``
-    on first use (README, "Migration notes")."""
-    if name in _connector_types.MOVED_NAMES:
-        return getattr(_connector_types, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,8 +1,9 @@
 """The supervisor's defaults, written once (durations in seconds).
 
-``config/models.py`` declares them as the defaults of ``supervisor.*`` and ``connectors[].restart``
-in servo.yaml; ``actors/messages.py`` gives them to ``ChildSpec`` and ``SupervisorSettings``, so a
-spec or settings built in code (tests, benchmarks) behaves as an empty servo.yaml would.
+``config/supervisor_section.py`` and ``config/models.py`` declare them as the defaults of
+``supervisor.*`` and ``connectors[].restart`` in servo.yaml; ``actors/rules/messages.py`` gives
+them to ``ChildSpec`` and ``SupervisorSettings``, so a spec or settings built in code (tests,
+benchmarks) behaves as an empty servo.yaml would.
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from servo_actors.config.environment import apply_env_overrides
-from servo_actors.config.models import OptimizerConfig, ServoConfig
+from servo_actors.config.models import ServoConfig
+from servo_actors.config.optimizer_section import OptimizerConfig
 from servo_actors.config.problems import ConfigProblem, config_error, problems_from_validation
 from servo_actors.config.yaml_file import read_yaml_mapping
 from servo_actors.errors import ConfigError

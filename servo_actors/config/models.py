@@ -2,8 +2,7 @@
 
 This module holds the top: ``ServoConfig`` and its ``ConnectorSpec`` list. The sections are in
 ``optimizer_section`` (``optimizer``, ``settings``) and ``supervisor_section`` (``supervisor``),
-the shared field types and base model in ``fields``; every name is importable from here, as it
-was when this was one module.
+the shared field types and base model in ``fields``.
 
 Field docstrings become descriptions in ``servo-actors schema``. Loading the file, environment
 overrides and turning validation errors into one readable ``ConfigError`` live in ``loading.py``.
@@ -23,54 +22,19 @@ from servo_actors.config.fields import (
     _NUMBER as _NUMBER,
 )
 from servo_actors.config.fields import (
-    APP_RE,
-    CAPABILITY_PATTERN,
-    DEFAULT_BASE_URL,
-    DEFAULT_MAX_RESULT_BYTES,
-    ORG_RE,
-    DescendantTracking,
     Duration,
     _Strict,
-    split_optimizer_id,
 )
 from servo_actors.config.fields import (
     _positive as _positive,
 )
-from servo_actors.config.optimizer_section import Backoff, MetricsConfig, OptimizerConfig, Settings, Timeouts
+from servo_actors.config.optimizer_section import OptimizerConfig, Settings
 from servo_actors.config.supervisor_section import (
-    ConventionConfig,
-    Heartbeat,
-    Liveness,
-    Microreboots,
     PlacementConfig,
-    RestartBackoff,
     SupervisorConfig,
 )
 
-__all__ = [
-    "APP_RE",
-    "Backoff",
-    "CAPABILITY_PATTERN",
-    "ConnectorSpec",
-    "ConventionConfig",
-    "DEFAULT_BASE_URL",
-    "DEFAULT_MAX_RESULT_BYTES",
-    "DescendantTracking",
-    "Duration",
-    "Heartbeat",
-    "Liveness",
-    "MetricsConfig",
-    "Microreboots",
-    "ORG_RE",
-    "OptimizerConfig",
-    "PlacementConfig",
-    "RestartBackoff",
-    "ServoConfig",
-    "Settings",
-    "SupervisorConfig",
-    "Timeouts",
-    "split_optimizer_id",
-]
+__all__ = ["ConnectorSpec", "ServoConfig"]
 
 
 class ConnectorSpec(_Strict):

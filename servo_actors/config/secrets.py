@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from servo_actors.config.models import OptimizerConfig
+from servo_actors.config.optimizer_section import OptimizerConfig
 from servo_actors.errors import ConfigError
 from servo_actors.logs import register_secret
 

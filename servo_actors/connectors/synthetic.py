@@ -50,7 +50,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from servo_actors.config.models import Duration
+from servo_actors.config.fields import Duration
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control, ProgressFn
 from servo_actors.connectors.wait import DEFAULT_PROGRESS_INTERVAL, wait_with_progress
 from servo_actors.durations import format_duration

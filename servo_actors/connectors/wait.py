@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from servo_actors.config.models import Duration
+from servo_actors.config.fields import Duration
 from servo_actors.connectors.base import Connector, Control, ProgressFn
 from servo_actors.durations import format_duration
 

@@ -10,7 +10,7 @@ moment; the exit code is then 128 + the signal.
 The parts: ``run`` (``run_demo``, the main flow and its Abort presses), ``setup`` (what a demo
 optimizes: ``DemoOptions``, ``DemoSetup``, the synthetic plan and config), ``optimizer_process``
 (starting and stopping the optimizer's process), ``summary`` (the step lines and the closing
-summary), ``errors`` (``DemoError``). Every name the former demo.py had is here still.
+summary), ``errors`` (``DemoError``).
 """
 
 from servo_actors.demo.errors import DemoError

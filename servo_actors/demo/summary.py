@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["described_settings", "number_text", "settings_text", "step_line", "summary_lines"]
+from servo_actors.readable import counted, number_text
+
+__all__ = ["described_settings", "settings_text", "step_line", "summary_lines"]
 
 
 def summary_lines(driver_state: dict[str, Any]) -> list[str]:
@@ -71,8 +73,9 @@ def summary_lines(driver_state: dict[str, Any]) -> list[str]:
     for judged in best.get("constraints") or []:
         spread = judged.get("uncertainty")
         value = number_text(judged.get("value")) + (f" ± {spread:.2g}" if spread is not None else "")
+        readings = judged.get("readings")
         lines.append(
-            f"  {judged['constraint']}: {value} ({judged.get('readings')} readings) {_verdict(judged, confirmed)}"
+            f"  {judged['constraint']}: {value} ({counted(readings, 'reading')}) {_verdict(judged, confirmed)}"
         )
     return lines
 
@@ -81,6 +84,8 @@ def _verdict(judged: dict[str, Any], confirmed: bool) -> str:
     """One constraint's line, in the words of the recommendation's verdict."""
     if not judged.get("met"):
         return "does NOT hold"
+    if judged.get("uncertainty") is None and not confirmed:
+        return "holds in a single reading: no margin yet, not confirmed"
     if not judged.get("met_with_margin"):
         return "holds, but NOT with margin"
     return "holds with margin" if confirmed else "holds with margin so far: not confirmed"
@@ -128,7 +133,3 @@ def settings_text(settings: dict[str, Any]) -> str:
         else:
             flat[key.split(".")[-1]] = value
     return " ".join(f"{k}={number_text(v)}" for k, v in sorted(flat.items())) or "-"
-
-
-def number_text(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)

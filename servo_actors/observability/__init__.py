@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterable, Iterator
 
 from servo_actors.config.listen import parse_listen
-from servo_actors.config.models import MetricsConfig
+from servo_actors.config.optimizer_section import MetricsConfig
 
 # log_relay's module-level logger must exist before the servo forks its actor system (log_relay).
 from servo_actors.observability import events, log_relay

@@ -174,4 +174,4 @@ class ServoMetrics:
         self.last_poll.set(self._wall_clock())
 
 
-__all__ = ["CANCEL_KINDS", "COMMANDS", "RESTART_REASONS", "ServoMetrics"]
+__all__ = ["CANCEL_KINDS", "ServoMetrics"]

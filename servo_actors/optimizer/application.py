@@ -3,7 +3,7 @@
 Holds ``Application`` (its envelope checks, token, cmd_uids, command in flight, armed cancel,
 answered cancels and request history, under a lock of its own) and ``Fault`` (how a driver's
 ``fault_for`` misanswers a request). ``server.py`` holds the HTTP side (``OptimizerServer``: the
-socket, the routes to the applications, the admin token and its lifecycle) and re-exports both.
+socket, the routes to the applications, the admin token and its lifecycle).
 
 How an application answers the servo:
 
@@ -35,7 +35,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from servo_actors.config.models import split_optimizer_id
+from servo_actors.config.fields import split_optimizer_id
 from servo_actors.errors import ConfigError, ProtocolError
 from servo_actors.optimizer.driver import Driver
 from servo_actors.optimizer.history import HISTORY_LIMIT, RequestHistory
@@ -45,18 +45,10 @@ from servo_actors.optimizer.web import (
     Reply,
     error_reply,
 )
+from servo_actors.protocol.commands import Command, OptimizerStatus
 from servo_actors.protocol.json_bounds import first_non_finite
-from servo_actors.protocol.models import (
-    RESULT_EVENT,
-    Command,
-    CommandName,
-    Event,
-    OptimizerStatus,
-    parse_envelope,
-    parse_param,
-    parse_reply,
-    to_wire,
-)
+from servo_actors.protocol.reading import parse_envelope, parse_param, parse_reply, to_wire
+from servo_actors.protocol.wire_types import RESULT_EVENT, CommandName, Event
 
 __all__ = [
     "Application",

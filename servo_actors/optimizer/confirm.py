@@ -7,21 +7,28 @@ margin of ``sigmas`` standard errors: for ``p99_latency <= 250`` with readings a
 standard error of 4, ``240 + 2 * 4 = 248 <= 250`` holds; with a standard error of 6 it does not.
 
 Every step measured at the same settings is a reading of one *point* (``points``): the search may
-repeat settings, and confirmation steps (``StepRecord.confirms``) add readings on purpose. A point
-is judged from all its ``ok`` readings:
+repeat settings, and confirmation steps (``StepRecord.confirms``) add readings on purpose. Only
+completed (``ok``) steps are readings. A cancelled step (someone pressed Abort) is no reading: it
+counts neither for nor against its point. A point is judged from its readings:
 
-- ``confirmed``: at least ``1 + repeats`` readings and every constraint met with the margin;
-- ``rejected``: enough readings but a constraint missed with the margin, or a confirmation
-  measurement that failed (a service that fails when measured again is no recommendation);
-- ``unconfirmed``: ``repeats`` confirmation attempts spent without enough readings (someone
-  pressed Abort on them): no evidence either way, and no more attempts;
-- ``pending``: fewer readings than needed, and attempts left.
+- it *holds* when it has readings, each of them meets every constraint, and they measured the
+  objective;
+- ``confirmed``: it holds, with at least ``1 + repeats`` readings, and every constraint is met by
+  their mean with the margin;
+- ``rejected``: a reading that misses a constraint, enough readings that miss the margin, or a
+  confirmation step that failed (a service that fails when measured again is no recommendation);
+- ``pending``: otherwise (fewer readings than confirmation needs).
 
-``next_to_confirm`` walks the points whose means meet every constraint, best objective first:
-the first confirmed one ends the confirmation; rejected ones are passed over; the first pending
-one is measured again, as long as at most ``candidates`` points have been examined.
-``recommend`` is the best confirmed point, else the best pending one, else the best unconfirmed
-one (both labelled unconfirmed); a rejected point is never recommended.
+The *candidates* are the points that hold and are not rejected, and that are no worse on the
+objective than the baseline (step 0) when the baseline holds: the baseline is always a candidate,
+so a recommendation never costs more than a baseline that holds.
+
+``recommend`` picks among the candidates: confirmed points first, then those with more readings
+(counted up to the ``1 + repeats`` confirmation needs), then the best objective, then the earliest.
+``next_to_confirm`` walks the candidates best objective first: the first confirmed one ends the
+confirmation; the first pending one is measured again, as long as at most ``candidates`` points
+have been examined and fewer than ``cancels`` confirmation steps were cancelled (each cancelled
+step is measured again, so a cancel does not use up the confirmation).
 
 Pure: no I/O, no clock; the driver (search.py) turns its answers into ADJUST/MEASURE steps.
 """
@@ -38,7 +45,7 @@ from typing import Any, Literal
 from servo_actors.optimizer.plan import ConfirmSpec, Constraint, Objective
 from servo_actors.optimizer.steps import StepRecord, finite
 
-Verdict = Literal["confirmed", "rejected", "unconfirmed", "pending"]
+Verdict = Literal["confirmed", "rejected", "pending"]
 # Statuses of a confirmation step that count against its point (a cancel is no evidence).
 _FAILING = ("failed", "rejected", "aborted")
 # Numbers in settings keys are compared at this many decimals (1 and 1.0 are the same setting).
@@ -148,44 +155,68 @@ def evidence(objective: Objective, point: Point, sigmas: float) -> list[Evidence
     return judged
 
 
+def holds(objective: Objective, point: Point) -> bool:
+    """Every reading of ``point`` meets every constraint, and they measured the objective."""
+    if not point.readings or point.mean(objective.metric) is None:
+        return False
+    return all(
+        constraint.holds(
+            reading.metrics.get(constraint.metric) if finite(reading.metrics.get(constraint.metric)) else None
+        )
+        for reading in point.readings
+        for constraint in objective.constraints
+    )
+
+
 def verdict(objective: Objective, point: Point, spec: ConfirmSpec) -> Verdict:
-    """``confirmed``, ``rejected``, ``unconfirmed`` or ``pending`` (see the module docstring)."""
+    """``confirmed``, ``rejected`` or ``pending`` (see the module docstring)."""
     if any(step.status in _FAILING for step in point.confirmations):
+        return "rejected"
+    if point.readings and not holds(objective, point):
         return "rejected"
     if spec.repeats > 0 and len(point.readings) >= 1 + spec.repeats:
         judged = evidence(objective, point, spec.sigmas)
         ok = all(e.met_with_margin and e.readings >= 1 + spec.repeats for e in judged)
-        return "confirmed" if ok and point.mean(objective.metric) is not None else "rejected"
-    if spec.repeats > 0 and len(point.confirmations) >= spec.repeats:
-        return "unconfirmed"
+        return "confirmed" if ok else "rejected"
     return "pending"
 
 
-def ranked(objective: Objective, candidates: Sequence[Point]) -> list[Point]:
-    """Points whose means meet every constraint and have an objective, best first (ties: earliest)."""
-    scored = []
-    for point in candidates:
-        value = point.mean(objective.metric)
-        if value is None or not all(c.holds(point.mean(c.metric)) for c in objective.constraints):
-            continue
-        scored.append((value if objective.sense == "minimize" else -value, point.first, point))
-    return [point for *_, point in sorted(scored, key=lambda row: row[:2])]
+def baseline_point(every: Sequence[Point]) -> Point | None:
+    """The point of the baseline (step 0): the settings the search started from."""
+    return next((point for point in every if point.first == 0 or any(r.n == 0 for r in point.readings)), None)
+
+
+def candidates(objective: Objective, every: Sequence[Point], spec: ConfirmSpec) -> list[Point]:
+    """Points that may be recommended, best objective first (ties: earliest).
+
+    They hold and are not rejected; when the baseline is such a point, none is worse than it.
+    """
+    found = [p for p in every if holds(objective, p) and verdict(objective, p, spec) != "rejected"]
+    found.sort(key=lambda point: (_signed(objective, point), point.first))
+    base = baseline_point(every)
+    if base is not None and base in found:
+        ceiling = _signed(objective, base)
+        found = [point for point in found if _signed(objective, point) <= ceiling]
+    return found
+
+
+def cancelled_confirmations(steps: Iterable[StepRecord]) -> int:
+    """Confirmation steps that were cancelled (each is measured again, up to ``ConfirmSpec.cancels``)."""
+    return sum(1 for step in steps if step.confirms is not None and step.status == "cancelled")
 
 
 def next_to_confirm(objective: Objective, steps: Sequence[StepRecord], spec: ConfirmSpec) -> Point | None:
     """The point to measure again next, or None when confirmation is over."""
-    if spec.repeats == 0:
+    if spec.repeats == 0 or cancelled_confirmations(steps) >= spec.cancels:
         return None
     every = points(steps)
     examined = sum(1 for point in every if point.confirmations)
-    for point in ranked(objective, every):
-        state = verdict(objective, point, spec)
-        if state == "confirmed":
+    for point in candidates(objective, every, spec):
+        if verdict(objective, point, spec) == "confirmed":
             return None
-        if state == "pending":
-            if point.confirmations or examined < spec.candidates:
-                return point
-            return None
+        if point.confirmations or examined < spec.candidates:
+            return point
+        return None
     return None
 
 
@@ -197,14 +228,23 @@ class Recommendation:
 
 
 def recommend(objective: Objective, steps: Sequence[StepRecord], spec: ConfirmSpec) -> Recommendation | None:
-    """The best confirmed point; else the best pending, else unconfirmed one; else None."""
-    order = ranked(objective, points(steps))
-    verdicts = [verdict(objective, point, spec) for point in order]
-    for wanted in ("confirmed", "pending", "unconfirmed"):
-        for point, state in zip(order, verdicts, strict=True):
-            if state == wanted:
-                return Recommendation(point, wanted == "confirmed", evidence(objective, point, spec.sigmas))
-    return None
+    """The candidate to recommend (see the module docstring), or None when no point holds."""
+    needed = 1 + spec.repeats
+    chosen: Point | None = None
+    best_key: tuple[int, int, float, int] | None = None
+    for point in candidates(objective, points(steps), spec):
+        confirmed = verdict(objective, point, spec) == "confirmed"
+        key = (
+            0 if confirmed else 1,
+            -min(len(point.readings), needed),
+            _signed(objective, point),
+            point.first,
+        )
+        if best_key is None or key < best_key:
+            chosen, best_key = point, key
+    if chosen is None or best_key is None:
+        return None
+    return Recommendation(chosen, best_key[0] == 0, evidence(objective, chosen, spec.sigmas))
 
 
 def rejected_steps(objective: Objective, steps: Sequence[StepRecord], spec: ConfirmSpec) -> set[int]:
@@ -215,6 +255,14 @@ def rejected_steps(objective: Objective, steps: Sequence[StepRecord], spec: Conf
             numbers.update(step.n for step in point.readings)
             numbers.update(step.n for step in point.confirmations)
     return numbers
+
+
+def _signed(objective: Objective, point: Point) -> float:
+    """The point's objective as a number to minimize (infinite when it has none)."""
+    value = point.mean(objective.metric)
+    if value is None:
+        return math.inf
+    return value if objective.sense == "minimize" else -value
 
 
 def _holds_with_margin(constraint: Constraint, value: float | None, margin: float) -> bool:
@@ -231,10 +279,13 @@ __all__ = [
     "Evidence",
     "Point",
     "Recommendation",
+    "baseline_point",
+    "cancelled_confirmations",
+    "candidates",
     "evidence",
+    "holds",
     "next_to_confirm",
     "points",
-    "ranked",
     "recommend",
     "rejected_steps",
     "settings_key",

@@ -20,8 +20,7 @@ covariance of two sets of points, in units of the signal variance.
 ``Surrogate`` is the same process for several outputs measured at the same inputs (the
 objective, each constraint's margin), one point at a time in plain lists: what the strategy's
 trust region (strategy.py) reads. This is the search's only Gaussian process: acquisition.py and
-strategy.py both use it (surrogate.py, a pure-Python one, was retired by issue 24; on
-scripts/bench_search.py this one searched better and faster: BENCHMARKS.md).
+strategy.py both use it.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ from pydantic import (
     model_validator,
 )
 
-from servo_actors.config.models import Duration, split_optimizer_id
+from servo_actors.config.fields import Duration, split_optimizer_id
 from servo_actors.config.problems import config_error, problems_from_validation
 from servo_actors.errors import ConfigError
 
@@ -181,11 +181,14 @@ class ConfirmSpec(_Strict):
     are recommended only if every constraint holds with a margin of ``sigmas`` standard errors of
     the mean of all their readings. Up to ``candidates`` settings are tried, best first, until one
     holds. ``repeats: 0`` turns confirmation off (the best step is then labelled unconfirmed).
+    A cancelled confirmation step is no reading and is measured again, as long as fewer than
+    ``cancels`` confirmation steps were cancelled in all (then confirmation stops, and says so).
     """
 
     repeats: int = Field(2, ge=0, le=100)
     sigmas: float = Field(2.0, ge=0.0, le=10.0)
     candidates: int = Field(3, ge=1, le=100)
+    cancels: int = Field(10, ge=0, le=1000)
 
 
 class Plan(_Strict):

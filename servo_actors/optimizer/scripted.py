@@ -58,10 +58,12 @@ from pydantic import (
     model_validator,
 )
 
-from servo_actors.config.models import Duration, split_optimizer_id
+from servo_actors.config.fields import Duration, split_optimizer_id
 from servo_actors.errors import ConfigError, ProtocolError
-from servo_actors.optimizer.server import Fault
-from servo_actors.protocol.models import Event, OptimizerStatus, parse_reply, to_wire
+from servo_actors.optimizer.application import Fault
+from servo_actors.protocol.commands import OptimizerStatus
+from servo_actors.protocol.reading import parse_reply, to_wire
+from servo_actors.protocol.wire_types import Event
 from servo_actors.vocabulary import SLEEP
 
 __all__ = [

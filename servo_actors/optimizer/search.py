@@ -58,6 +58,7 @@ from servo_actors.optimizer.search_views import (
     state_document,
     steps_json,
 )
+from servo_actors.optimizer.space import SearchSpace, Settings
 from servo_actors.optimizer.steps import (
     STATUSES,
     StepRecord,
@@ -68,7 +69,8 @@ from servo_actors.optimizer.steps import (
     step_trial,
     write_atomically,
 )
-from servo_actors.optimizer.strategy import SearchSpace, Settings, StrategyOptions, propose, replay
+from servo_actors.optimizer.strategy import propose
+from servo_actors.optimizer.trials import StrategyOptions, replay
 from servo_actors.vocabulary import ADJUST, DESCRIBE, MEASURE, RESULT_EVENT, SLEEP
 
 __all__ = [

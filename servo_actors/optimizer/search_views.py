@@ -18,9 +18,10 @@ What a step shows:
 - ``objective``: the objective metric's value (None when missing).
 - ``rejected``: a confirmation showed its settings do not hold up (confirm.py).
 
-The recommendation (``best``) is the best point (all steps at one set of settings) whose readings
-meet every constraint with a margin of ``confirm.sigmas`` standard errors; until one does, the best
-step not rejected, labelled ``confirmed: false``, with a note saying why.
+The recommendation (``best``) is chosen by ``confirm.recommend``: among the points (all steps at
+one set of settings) whose readings all hold and that are no worse than a baseline that holds,
+confirmed ones first, then more readings, then the best objective. One not confirmed is labelled
+``confirmed: false``, with a note, counted from the steps, saying why.
 """
 
 from __future__ import annotations
@@ -29,10 +30,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from servo_actors.optimizer.confirm import evidence, points, recommend, rejected_steps, verdict
+from servo_actors.optimizer.confirm import (
+    Point,
+    cancelled_confirmations,
+    evidence,
+    points,
+    recommend,
+    rejected_steps,
+    verdict,
+)
 from servo_actors.optimizer.plan import Objective, Plan, plan_summary
+from servo_actors.optimizer.space import SearchSpace, Settings
 from servo_actors.optimizer.steps import STATE_VERSION, StepRecord, assess
-from servo_actors.optimizer.strategy import SearchSpace, Settings
+from servo_actors.readable import counted
 
 __all__ = [
     "InFlight",
@@ -97,22 +107,7 @@ def best_json(plan: Plan, steps: Sequence[StepRecord], phase: str) -> dict[str, 
     point = chosen.point
     names = sorted({name for record in point.readings for name in record.metrics})
     metrics = {name: value for name in names if (value := point.mean(name)) is not None}
-    if plan.confirm.repeats == 0:
-        note = "confirmation is off (confirm.repeats: 0): a single reading"
-    elif chosen.confirmed:
-        sigmas = f"{plan.confirm.sigmas:g}"
-        note = f"{len(point.readings)} readings, every constraint held by {sigmas} standard errors"
-    else:
-        needed = 1 + plan.confirm.repeats
-        # The label says "not confirmed" (console, demo): the note says why, without repeating it.
-        note = f"{len(point.readings)} of {needed} readings"
-        if not point.confirmations and phase in ("done", "failed"):
-            examined = sum(1 for p in points(steps) if p.confirmations)
-            note += f" (the {examined} settings measured again before it did not hold up)"
-        elif not point.confirmations:
-            note += " (not measured again yet)"
-        elif verdict(plan.objective, point, plan.confirm) == "unconfirmed":
-            note += " (confirmation was cancelled)"
+    note = _recommendation_note(plan, steps, phase, point, chosen.confirmed)
     return {
         "step": point.first,
         "settings": point.settings,
@@ -125,6 +120,40 @@ def best_json(plan: Plan, steps: Sequence[StepRecord], phase: str) -> dict[str, 
         "note": note,
         "constraints": [e.as_json() for e in chosen.evidence],
     }
+
+
+def _recommendation_note(
+    plan: Plan, steps: Sequence[StepRecord], phase: str, point: Point, confirmed: bool
+) -> str:
+    """How far the recommendation is confirmed, and why no further, counted from the steps."""
+    spec = plan.confirm
+    readings = len(point.readings)
+    if spec.repeats == 0:
+        return f"confirmation is off (confirm.repeats: 0): {counted(readings, 'reading')}"
+    cancelled = cancelled_confirmations(steps)
+    if confirmed:
+        note = f"{counted(readings, 'reading')}, every constraint held by {spec.sigmas:g} standard errors"
+        if cancelled:
+            note += f" ({counted(cancelled, 'confirmation step')} cancelled and measured again)"
+        return note
+    note = f"{readings} of {1 + spec.repeats} readings"
+    every = points(steps)
+    turned_down = [p for p in every if p.confirmations and verdict(plan.objective, p, spec) == "rejected"]
+    if phase not in ("done", "failed"):
+        return note + (" (being measured again)" if point.confirmations else " (not measured again yet)")
+    if cancelled >= spec.cancels:
+        why = f"confirmation stopped after {counted(cancelled, 'cancelled confirmation step')} (confirm.cancels: {spec.cancels})"
+    elif phase == "failed":
+        why = "the optimization failed before confirmation ended"
+    elif turned_down:
+        why = (
+            f"{counted(len(turned_down), 'better-looking setting')} measured again did not hold up, "
+            f"and confirm.candidates ({spec.candidates}) allows no more"
+        )
+    else:
+        why = "confirmation ended"
+    shown = "not measured again" if not point.confirmations else "measured again too few times"
+    return f"{note} ({shown}: {why})"
 
 
 def confirmation_json(plan: Plan, steps: Sequence[StepRecord]) -> dict[str, Any]:
@@ -144,7 +173,7 @@ def confirmation_json(plan: Plan, steps: Sequence[StepRecord]) -> dict[str, Any]
                     "constraints": [e.as_json() for e in judged],
                 }
             )
-    return {**spec.model_dump(), "examined": examined}
+    return {**spec.model_dump(), "examined": examined, "cancelled": cancelled_confirmations(steps)}
 
 
 def current_json(inflight: InFlight | None) -> dict[str, Any] | None:

@@ -46,9 +46,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from servo_actors.config.models import split_optimizer_id
+from servo_actors.config.fields import split_optimizer_id
 from servo_actors.errors import ConfigError
-from servo_actors.optimizer.application import CANCEL_RECORD_LIMIT, Application, Fault
+from servo_actors.optimizer.application import Application
 from servo_actors.optimizer.driver import Driver
 from servo_actors.optimizer.history import HISTORY_LIMIT
 from servo_actors.optimizer.web import (
@@ -57,14 +57,7 @@ from servo_actors.optimizer.web import (
     HttpServer,
 )
 
-__all__ = [
-    "Application",
-    "CANCEL_RECORD_LIMIT",
-    "Fault",
-    "OptimizerServer",
-    "SHUTDOWN_POLL_INTERVAL",
-    "STOP_TIMEOUT",
-]
+__all__ = ["OptimizerServer", "SHUTDOWN_POLL_INTERVAL", "STOP_TIMEOUT"]
 
 
 STOP_TIMEOUT = 5.0

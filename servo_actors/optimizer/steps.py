@@ -23,7 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from servo_actors.config.problems import config_error, problems_from_validation
 from servo_actors.errors import ConfigError
 from servo_actors.optimizer.plan import Objective
-from servo_actors.optimizer.strategy import Settings, Trial, constraint_margin
+from servo_actors.optimizer.space import Settings
+from servo_actors.optimizer.trials import Trial, constraint_margin
 
 __all__ = [
     "Assessment",

@@ -7,8 +7,7 @@ would have. A ``Trial`` is one finished step as the search sees it: its settings
 (``constraint_margin``: <= 0 met, > 0 violated, a log ratio to the bound).
 
 Here: ``propose`` and its candidates, probes and initial design. ``Trial``, the options and the
-trust region's replay live in trials.py, the surrogate's reading of the trials in beliefs.py;
-this module re-exports the names it always had.
+trust region's replay live in trials.py, the surrogate's reading of the trials in beliefs.py.
 
 How it works: a constrained, model-based trust-region search for the first ``model_after``
 trials (6), then constrained expected improvement with Gaussian processes over the settings near
@@ -64,27 +63,12 @@ from servo_actors.optimizer.beliefs import (
     squared_distance,
 )
 from servo_actors.optimizer.space import (
-    GRID_DECIMALS,
-    Parameter,
     SearchSpace,
     Settings,
-    parameter_from_description,
 )
-from servo_actors.optimizer.trials import SearchStatus, StrategyOptions, Trial, constraint_margin, replay
+from servo_actors.optimizer.trials import StrategyOptions, Trial, replay
 
-__all__ = [
-    "GRID_DECIMALS",
-    "Parameter",
-    "SearchSpace",
-    "SearchStatus",
-    "Settings",
-    "StrategyOptions",
-    "Trial",
-    "constraint_margin",
-    "parameter_from_description",
-    "propose",
-    "replay",
-]
+__all__ = ["propose"]
 
 # How many random draws to make before giving up on finding a point not tried yet.
 PROPOSAL_ATTEMPTS = 64

@@ -4,7 +4,7 @@ Holds ``Trial`` (a finished step as the search sees it), ``constraint_margin`` (
 is from meeting a constraint), ``StrategyOptions`` (the search's knobs) and the trust region:
 ``replay`` walks the history to the incumbent and the trust radius (``SearchStatus``), growing the
 radius after each improvement and halving it after ``failure_tolerance`` trials without one.
-Pure: no I/O, no clock, no randomness. strategy.py proposes from it and re-exports every name.
+Pure: no I/O, no clock, no randomness. strategy.py proposes from it.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from pydantic import SecretStr
 from servo_actors.errors import ConfigError
 from servo_actors.logs import MASK
 
-__all__ = ["MASK", "auth_headers", "redact"]
+__all__ = ["auth_headers", "redact"]
 
 
 def auth_headers(token: SecretStr | None) -> dict[str, str]:

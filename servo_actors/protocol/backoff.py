@@ -21,7 +21,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from servo_actors.config.models import Backoff
+from servo_actors.config.optimizer_section import Backoff
 
 __all__ = [
     "BackoffPolicy",

@@ -44,8 +44,7 @@ once; an abandoned request finishes in the background on a session that is then 
 client may be used from several threads (requests' connection pool is thread-safe).
 
 This module holds the protocol calls and their retry loops; one POST and its ``Outcome`` are in
-``exchange``, the token header and its masking in ``auth``. Every name this module had is still
-importable from it.
+``exchange``, the token header and its masking in ``auth``.
 """
 
 from __future__ import annotations
@@ -60,26 +59,20 @@ from typing import Any, Protocol
 from pydantic import SecretStr
 
 from servo_actors import USER_AGENT
-from servo_actors.config.models import OptimizerConfig, Settings
+from servo_actors.config.optimizer_section import OptimizerConfig, Settings
 from servo_actors.config.secrets import read_token
 from servo_actors.errors import ProtocolError
 from servo_actors.observability import events
-from servo_actors.protocol.auth import MASK, auth_headers
+from servo_actors.protocol.auth import auth_headers
 from servo_actors.protocol.backoff import BackoffPolicy, RetrySchedule, refusal_delay
 from servo_actors.protocol.commands import Command, OptimizerStatus
 from servo_actors.protocol.exchange import (
-    AUTH_STATUSES,
-    LOGGED_BODY_CHARS,
-    MAX_REPLY_BYTES,
-    READ_CHUNK_BYTES,
-    RETRY_STATUSES,
-    STOP_CHECK_INTERVAL,
     HttpExchange,
     Outcome,
     new_session,
 )
 from servo_actors.protocol.reading import parse_reply
-from servo_actors.protocol.unreachable import EMBEDDED_OPTIMIZER_PORT, UnreachableNotice, unreachable_message
+from servo_actors.protocol.unreachable import UnreachableNotice
 from servo_actors.protocol.wire_types import Event
 from servo_actors.protocol.writing import goodbye_param, hello_param
 
@@ -346,20 +339,4 @@ class OptimizerClient(HttpExchange):
         return Outcome("ok", outcome.status, reply)
 
 
-__all__ = [
-    "AUTH_STATUSES",
-    "EMBEDDED_OPTIMIZER_PORT",
-    "GONE_WAIT",
-    "GOODBYE_TIMEOUT",
-    "LOGGED_BODY_CHARS",
-    "MASK",
-    "MAX_REPLY_BYTES",
-    "READ_CHUNK_BYTES",
-    "RETRY_STATUSES",
-    "STOP_CHECK_INTERVAL",
-    "AnswerWatcher",
-    "OptimizerClient",
-    "Undelivered",
-    "auth_headers",
-    "unreachable_message",
-]
+__all__ = ["GONE_WAIT", "GOODBYE_TIMEOUT", "AnswerWatcher", "OptimizerClient", "Undelivered"]

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import requests
 
-from servo_actors.config.models import Settings
+from servo_actors.config.optimizer_section import Settings
 from servo_actors.errors import ProtocolError
 from servo_actors.observability import events
 from servo_actors.protocol.auth import redact
@@ -43,8 +43,7 @@ __all__ = [
     "new_session",
 ]
 
-# The client's logger: these lines were always the client's, and log filters select on its name.
-log = logging.getLogger("servo_actors.protocol.client")
+log = logging.getLogger(__name__)
 
 STOP_CHECK_INTERVAL = 0.05
 """How often a caller waiting on an in-flight request looks at the stop event."""

@@ -1,7 +1,15 @@
 """Reading the wire: a JSON value as a model, or one ``ProtocolError`` whose ``field`` is the
 dotted path at fault, e.g. ``param.control.duration: not a duration: 'x'``. Nothing else escapes
 the parse functions. ``to_wire`` dumps only what was set, so a message read from the wire dumps
-back to the same JSON (durations come back as seconds)."""
+back to the same JSON (durations come back as seconds)::
+
+    >>> cmd = parse_reply({"cmd": "MEASURE", "cmd_uid": "c2",
+    ...                    "param": {"metrics": ["throughput"], "control": {"duration": "5m"}}})
+    >>> cmd.param.control.duration
+    300.0
+    >>> to_wire(cmd)
+    {'cmd': 'MEASURE', 'cmd_uid': 'c2', 'param': {'metrics': ['throughput'], 'control': {'duration': 300}}}
+"""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from servo_actors.vocabulary import FAILURE_STATUSES, SERVO_STATUSES
+from servo_actors.vocabulary import FAILURE_STATUSES
 
 # SERVO_STATUSES (every status a result may carry) and FAILURE_STATUSES (those of a result that is
 # not ok: what ``ConnectorFailure`` and ``failure_result`` take) are the vocabulary's.
@@ -79,12 +79,10 @@ def normalise_failure(status: Any, reason: Any, message: Any) -> tuple[str, str,
 
 
 __all__ = [
-    "FAILURE_STATUSES",
     "FALLBACK_STATUS",
     "MAX_MESSAGE_CHARS",
     "MAX_QUOTED_CHARS",
     "MAX_REASON_CHARS",
-    "SERVO_STATUSES",
     "WORD_PATTERN",
     "is_word",
     "normalise_failure",

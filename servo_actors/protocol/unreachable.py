@@ -19,8 +19,7 @@ from urllib.parse import urlsplit
 
 __all__ = ["EMBEDDED_OPTIMIZER_PORT", "UnreachableNotice", "connection_problem", "unreachable_message"]
 
-# The client's logger: these lines were always the client's, and log filters select on its name.
-log = logging.getLogger("servo_actors.protocol.client")
+log = logging.getLogger(__name__)
 
 EMBEDDED_OPTIMIZER_PORT = 8085
 """``servo-actors optimizer serve``'s default port: the hint leaves out ``--port`` for it."""

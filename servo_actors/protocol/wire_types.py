@@ -23,7 +23,7 @@ from pydantic import (
 from pydantic_core import core_schema
 
 from servo_actors import vocabulary as words
-from servo_actors.config.models import Duration
+from servo_actors.config.fields import Duration
 from servo_actors.protocol.json_bounds import MAX_NESTING, nested_deeper_than
 from servo_actors.protocol.statuses import WORD_PATTERN
 

@@ -33,25 +33,17 @@ The package's modules, each on the ones after it: ``loop`` (``Runner``: the serv
 dispatch of a command, a SLEEP, GOODBYE), ``operations`` (one command through the operation path,
 its progress and result posts), ``reload`` (SIGHUP), ``recovery`` (microreboots, requests awaited
 while the watchdog ticks), ``state`` (what the runner holds) and ``params`` (commands and results
-as the wire has them). Every name is importable from the package, as it was when this was one
-module.
+as the wire has them).
 """
 
 from __future__ import annotations
 
 from servo_actors.runner.loop import SLEEP_SLICE, Runner
 from servo_actors.runner.operations import (
-    _RESULT_EVENTS,
     REPLY_CHECK_FIRST,
     RunnerOperations,
-    _ProgressPosts,
 )
 from servo_actors.runner.params import (
-    _cancel_reason,
-    _control,
-    _data_param,
-    _dump,
-    _settings_only,
     result_param,
     telemetry,
 )
@@ -69,13 +61,6 @@ __all__ = [
     "RunnerState",
     "SLEEP_SLICE",
     "TICK_INTERVAL",
-    "_ProgressPosts",
-    "_RESULT_EVENTS",
-    "_cancel_reason",
-    "_control",
-    "_data_param",
-    "_dump",
-    "_settings_only",
     "result_param",
     "telemetry",
 ]

@@ -12,10 +12,10 @@ import time
 
 from servo_actors import observability
 from servo_actors.actors import ServoRuntime
-from servo_actors.actors.runtime import SupervisorLost
+from servo_actors.actors.system_link import SupervisorLost
 from servo_actors.errors import SupervisorError
 from servo_actors.observability import events
-from servo_actors.protocol.models import (
+from servo_actors.protocol.commands import (
     AdjustCommand,
     Command,
     DescribeCommand,
@@ -29,7 +29,7 @@ from servo_actors.signals import StopRequested
 
 __all__ = ["SLEEP_SLICE", "Runner"]
 
-log = logging.getLogger(__package__)  # the package's name: log lines keep the logger they had
+log = logging.getLogger(__name__)
 
 SLEEP_SLICE = 60.0
 """Longest a SLEEP waits in one go. It wakes sooner: at once for a signal (a stop, a SIGHUP reload)
@@ -178,5 +178,8 @@ class Runner(RunnerOperations, RunnerReload):
                 raise self.runtime.failure
 
     def _goodbye(self, reason: str) -> None:
+        """GOODBYE ``reason``, said in the log too: the one line a stopped servo leaves (the client
+        warns when it could not be delivered)."""
         if self.client is not None:
-            self.client.goodbye(reason)
+            if self.client.goodbye(reason) is not None:
+                log.info("GOODBYE (reason %s) posted to %s", reason, self.client.url)

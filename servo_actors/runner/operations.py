@@ -14,16 +14,12 @@ from typing import Any
 
 from servo_actors.actors import Operation
 from servo_actors.actors.operation_path import WAIT_SLICE, InFlight, OperationPath, Reporter
-from servo_actors.actors.runtime import LOST_REASON, SupervisorLost
+from servo_actors.actors.system_link import LOST_REASON, SupervisorLost
 from servo_actors.connectors import Control
 from servo_actors.progress import ProgressSchedule
-from servo_actors.protocol.models import (
-    Command,
-    OptimizerStatus,
-    failure_result,
-    progress_param,
-)
+from servo_actors.protocol.commands import Command, OptimizerStatus
 from servo_actors.protocol.progress_lane import ProgressLane
+from servo_actors.protocol.writing import failure_result, progress_param
 from servo_actors.runner.params import _cancel_reason, result_param
 from servo_actors.runner.recovery import RunnerRecovery
 from servo_actors.signals import StopRequested
@@ -31,7 +27,7 @@ from servo_actors.vocabulary import OPERATION_EVENT
 
 __all__ = ["REPLY_CHECK_FIRST", "RunnerOperations", "_ProgressPosts", "_RESULT_EVENTS"]
 
-log = logging.getLogger(__package__)  # the package's name: log lines keep the logger they had
+log = logging.getLogger(__name__)
 
 REPLY_CHECK_FIRST = 0.002
 """While a progress post is open, the loop looks for its reply after this long, then twice as long

@@ -35,7 +35,7 @@ __all__ = [
     "telemetry",
 ]
 
-log = logging.getLogger(__package__)  # the package's name: log lines keep the logger they had
+log = logging.getLogger(__name__)
 
 
 def result_param(

@@ -17,7 +17,7 @@ from concurrent.futures import Future
 from concurrent.futures import wait as wait_for_future
 from typing import Any, TypeVar
 
-from servo_actors.actors.runtime import SupervisorLost
+from servo_actors.actors.system_link import SupervisorLost
 from servo_actors.errors import SupervisorError
 from servo_actors.observability import events
 from servo_actors.protocol.progress_lane import in_background
@@ -26,7 +26,7 @@ from servo_actors.signals import StopRequested
 
 __all__ = ["TICK_INTERVAL", "RunnerRecovery"]
 
-log = logging.getLogger(__package__)  # the package's name: log lines keep the logger they had
+log = logging.getLogger(__name__)
 
 TICK_INTERVAL = 0.25
 """Longest the loop waits on a request to the optimizer (HELLO, WHATS_NEXT, a result, the open

@@ -17,7 +17,7 @@ from servo_actors.signals import StopRequested
 
 __all__ = ["RunnerReload"]
 
-log = logging.getLogger(__package__)  # the package's name: log lines keep the logger they had
+log = logging.getLogger(__name__)
 
 
 class RunnerReload(RunnerState):

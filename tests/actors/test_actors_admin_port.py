@@ -18,7 +18,8 @@ import pytest
 from waiting import wait_until
 
 from servo_actors.actors.linux import processes
-from servo_actors.actors.transport.system import ActorSystemHandle, port_is_taken
+from servo_actors.actors.transport.ports import port_is_taken
+from servo_actors.actors.transport.system import ActorSystemHandle
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -11,25 +11,25 @@ from types import SimpleNamespace
 from servo_actors.actors.linux import processes
 from servo_actors.actors.linux.descendants import unclaimed_children
 from servo_actors.actors.linux.processes import ProcStat
-from servo_actors.actors.transport import system
+from servo_actors.actors.transport import child_actors, system
 
 
 def test_an_exit_code_belongs_to_one_process_not_to_its_pid() -> None:
-    system.record_exit_code(4242, 1000, 3)
+    child_actors.record_exit_code(4242, 1000, 3)
     # The same PID, reused by a process that started later: nothing recorded for it.
-    assert system.pop_exit_code(4242, 2000) is None
-    assert system.pop_exit_code(4242, 1000) == 3
-    assert system.pop_exit_code(4242, 1000) is None  # once
+    assert child_actors.pop_exit_code(4242, 2000) is None
+    assert child_actors.pop_exit_code(4242, 1000) == 3
+    assert child_actors.pop_exit_code(4242, 1000) is None  # once
     # Without a start time nothing is kept, and nothing is found.
-    system.record_exit_code(4243, None, 1)
-    assert system.pop_exit_code(4243, None) is None
+    child_actors.record_exit_code(4243, None, 1)
+    assert child_actors.pop_exit_code(4243, None) is None
 
 
 def test_exit_codes_kept_are_bounded() -> None:
-    for pid in range(system.EXIT_CODES_KEPT + 10):
-        system.record_exit_code(10_000_000 + pid, 1, 0)
-    assert len(system.EXIT_CODES) <= system.EXIT_CODES_KEPT
-    system.EXIT_CODES.clear()
+    for pid in range(child_actors.EXIT_CODES_KEPT + 10):
+        child_actors.record_exit_code(10_000_000 + pid, 1, 0)
+    assert len(child_actors.EXIT_CODES) <= child_actors.EXIT_CODES_KEPT
+    child_actors.EXIT_CODES.clear()
 
 
 def _exit_with(code: int) -> None:
@@ -48,7 +48,7 @@ def test_the_patched_reaper_records_the_code_under_pid_and_start_time() -> None:
     assert processes_gone == []
     info = ChildInfo(None, None, child, 0)
     assert MultiProcReplicator._checkChildLiveness(info) is False
-    assert system.pop_exit_code(child.pid, started) == 7
+    assert child_actors.pop_exit_code(child.pid, started) == 7
 
 
 def _segfault() -> None:
@@ -72,9 +72,9 @@ def test_a_child_reaped_by_the_next_fork_still_has_its_exit_code() -> None:
     fresh.join(5)
     assert processes.exit_status_nowait(crashed.pid) is None  # reaped: waitid knows nothing
     actor = SimpleNamespace(_myRef=SimpleNamespace(_child_procs=[ChildInfo(None, None, crashed, 0)]))
-    assert system.reaped_exit_code(actor, crashed.pid) == -signal.SIGSEGV
-    assert system.reaped_exit_code(actor, fresh.pid) is None  # not one of this actor's children
-    assert system.reaped_exit_code(SimpleNamespace(), crashed.pid) is None  # internals not as expected
+    assert child_actors.reaped_exit_code(actor, crashed.pid) == -signal.SIGSEGV
+    assert child_actors.reaped_exit_code(actor, fresh.pid) is None  # not one of this actor's children
+    assert child_actors.reaped_exit_code(SimpleNamespace(), crashed.pid) is None  # internals not as expected
 
 
 def test_a_host_is_reaped_only_by_thespian_whose_reaper_records_its_code() -> None:
@@ -89,7 +89,7 @@ def test_a_host_is_reaped_only_by_thespian_whose_reaper_records_its_code() -> No
     address = object()
     info = ChildInfo(address, None, crashed, 0)
     actor = SimpleNamespace(_myRef=SimpleNamespace(_child_procs=[info]))
-    assert system.child_pid(actor, address) == crashed.pid
+    assert child_actors.child_pid(actor, address) == crashed.pid
     started = processes.start_ticks(crashed.pid)
     assert system.wait_until_gone([crashed.pid], timeout=5) == []  # a zombie
     fresh = context.Process(target=_exit_with, args=(0,))
@@ -97,7 +97,7 @@ def test_a_host_is_reaped_only_by_thespian_whose_reaper_records_its_code() -> No
     fresh.join(5)
     assert processes.exit_status_nowait(crashed.pid) == -signal.SIGSEGV  # still there to be read
     assert MultiProcReplicator._checkChildLiveness(info) is False
-    assert system.pop_exit_code(crashed.pid, started) == -signal.SIGSEGV
+    assert child_actors.pop_exit_code(crashed.pid, started) == -signal.SIGSEGV
 
 
 def _stat(pid: int, state: str = "S") -> ProcStat:

@@ -224,16 +224,3 @@ def test_config_alone_imports_no_connector_code(write_config) -> None:
         write_config("connectors: [{name: a, type: nope.missing:Thing, config: {x: 1}}]\n"), env={}
     )
     assert (config.connectors[0].type, config.connectors[0].config) == ("nope.missing:Thing", {"x": 1})
-
-
-def test_the_moved_connector_type_names_still_import_from_config() -> None:
-    """servo_actors.config(.connector_types) forwards the names that moved to the registry (README, Migration notes)."""
-    from servo_actors import config
-    from servo_actors.config import connector_types
-    from servo_actors.connectors import registry
-
-    for name in connector_types.MOVED_NAMES:
-        assert getattr(config, name) is getattr(registry, name)
-        assert getattr(connector_types, name) is getattr(registry, name)
-    with pytest.raises(AttributeError):
-        config.no_such_name  # noqa: B018

@@ -16,7 +16,7 @@ from servo_actors.connectors.kubernetes.diagnosis import (
     unready_detail,
     without_condition,
 )
-from servo_actors.connectors.kubernetes.rollout import rollout_status, statefulset_status
+from servo_actors.connectors.kubernetes.rollout_rules import rollout_status, statefulset_status
 
 
 def _status(generation: int = 3, observed: int = 3, replicas: int = 2, **status) -> dict:

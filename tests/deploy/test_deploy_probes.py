@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from servo_actors.config.listen import parse_listen
-from servo_actors.config.models import MetricsConfig
+from servo_actors.config.optimizer_section import MetricsConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "kubernetes"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from demo_log import assert_summary_matches_the_log, parse_demo_log
 from kube_local import LocalCluster
 from waiting import wait_until
 
@@ -29,7 +30,10 @@ DEMO_TIMEOUT = 240.0
 LEFTOVER_TIMEOUT = 10.0
 """The demo's processes are gone when it exits; this bounds the last actor process's exit."""
 MARK = "SERVO_KUBE_DEMO_TEST_MARK"
-RECOMMENDED = re.compile(r"^recommended: step \d+: (?P<settings>.*?)  \(", re.MULTILINE)
+APPLIED = re.compile(
+    r"^applying (?P<what>the recommendation|the baseline): servo-actors adjust (?P<settings>.*)$",
+    re.MULTILINE,
+)
 
 
 def marked_processes(mark: str) -> list[int]:
@@ -60,6 +64,24 @@ def held(cluster: LocalCluster, namespace: str) -> dict[str, Any]:
     }
 
 
+def assert_applied_what_it_may(out: str, cluster: LocalCluster, namespace: str) -> None:
+    """The demo applied its recommendation only when confirmed and better; else the baseline."""
+    log = parse_demo_log(out)
+    assert_summary_matches_the_log(log)
+    applied = APPLIED.search(out)
+    assert applied, out
+    if applied["what"] == "the recommendation":
+        assert log.confirmed and log.objective_after < log.objective_before, out
+    else:
+        assert "not applying the recommendation: " in out and "the baseline stays in place" in out
+    wanted = dict(pair.split("=", 1) for pair in applied["settings"].split())
+    in_cluster = held(cluster, namespace)
+    assert {k: str(v) if isinstance(v, str) else float(v) for k, v in in_cluster.items()} == {
+        k.split(".", 1)[1]: v if k.endswith(".GC") else float(v) for k, v in wanted.items()
+    }
+    assert f"the cluster holds {applied['what']}" in out
+
+
 def test_the_demo_applies_its_recommendation_and_leaves_nothing_running(
     kube_cluster: LocalCluster, kube_namespace: str
 ) -> None:
@@ -74,16 +96,24 @@ def test_the_demo_applies_its_recommendation_and_leaves_nothing_running(
 
     assert f"reusing the one running in {kube_cluster.dir}" in out
     assert "the optimizer cancelled MEASURE" in out  # the 3rd operation, a 4 s MEASURE, was aborted
-    found = RECOMMENDED.search(out)
-    assert found, out
-    recommended = dict(pair.split("=", 1) for pair in found["settings"].split())
-    in_cluster = held(kube_cluster, kube_namespace)
-    assert {k: str(v) if isinstance(v, str) else float(v) for k, v in in_cluster.items()} == {
-        k: v if k == "GC" else float(v) for k, v in recommended.items()
-    }
+    assert_applied_what_it_may(out, kube_cluster, kube_namespace)
     assert f"$ kubectl get deploy,hpa -n {kube_namespace}" in out
     assert "horizontalpodautoscaler.autoscaling/web" in out
-    assert "the cluster holds the recommendation" in out
 
     wait_until(lambda: not marked_processes(mark), LEFTOVER_TIMEOUT, 0.1, "no process of the demo left")
     assert kube_cluster.status().returncode == 0  # a cluster it did not start stays up
+
+
+def test_after_aborts_the_demo_never_applies_a_worse_point(
+    kube_cluster: LocalCluster, kube_namespace: str
+) -> None:
+    # The issue's run: the default plan, Abort every 4th command (rollouts cancelled mid-way).
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--dir", str(kube_cluster.dir), "--namespace", kube_namespace,
+         "--abort-every", "4"],
+        capture_output=True, text=True, timeout=DEMO_TIMEOUT,
+    )  # fmt: skip
+    out = done.stdout
+    assert done.returncode == 0, f"exit {done.returncode}\n{out}\n{done.stderr}"
+    assert "pressed Abort during" in out
+    assert_applied_what_it_may(out, kube_cluster, kube_namespace)

@@ -172,7 +172,7 @@ def free_port() -> int:
 
 
 def processes_free_port() -> int:
-    from servo_actors.actors.transport.system import free_loopback_port
+    from servo_actors.actors.transport.ports import free_loopback_port
 
     return free_loopback_port()
 

@@ -18,13 +18,13 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from servo_actors.actors.linux import processes
-from servo_actors.actors.transport.system import free_loopback_port
+from servo_actors.actors.transport.ports import free_loopback_port
 from servo_actors.errors import ConfigError
 from servo_actors.observability import events
 from servo_actors.observability.health import HealthState
 from servo_actors.observability.registry import ServoMetrics
 from servo_actors.observability.server import MetricsServer
-from servo_actors.protocol.models import OptimizerStatus
+from servo_actors.protocol.commands import OptimizerStatus
 
 TIMEOUT = 5.0
 FAMILIES = {

@@ -11,8 +11,9 @@ import json
 import pytest
 import requests
 
+from servo_actors.optimizer.application import Application
 from servo_actors.optimizer.search import SearchDriver
-from servo_actors.optimizer.server import Application, OptimizerServer
+from servo_actors.optimizer.server import OptimizerServer
 
 from .conftest import run_search, search_plan
 

@@ -15,13 +15,8 @@ from typing import Any
 import pytest
 
 from servo_actors.optimizer.space import Parameter, SearchSpace, parameter_from_description
-from servo_actors.optimizer.strategy import (
-    StrategyOptions,
-    Trial,
-    constraint_margin,
-    propose,
-    replay,
-)
+from servo_actors.optimizer.strategy import propose
+from servo_actors.optimizer.trials import StrategyOptions, Trial, constraint_margin, replay
 
 from .conftest import COMPONENTS
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from servo_actors.optimizer.surrogate import LENGTH_SCALES, Surrogate
+from servo_actors.optimizer.gp import LENGTH_SCALES, Surrogate
 
 
 def _fit(points: list[float], *functions) -> Surrogate:

@@ -30,7 +30,8 @@ import pytest
 from servo_actors.connectors.synthetic import SyntheticModel
 from servo_actors.optimizer.search import SearchDriver
 from servo_actors.optimizer.space import SearchSpace
-from servo_actors.optimizer.strategy import StrategyOptions, Trial, constraint_margin, propose
+from servo_actors.optimizer.strategy import propose
+from servo_actors.optimizer.trials import StrategyOptions, Trial, constraint_margin
 
 from .conftest import ServoSimulator
 

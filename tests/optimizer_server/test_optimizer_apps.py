@@ -13,8 +13,9 @@ import pytest
 import requests
 
 from servo_actors.errors import ConfigError
+from servo_actors.optimizer.application import Application
 from servo_actors.optimizer.scripted import ScriptedDriver
-from servo_actors.optimizer.server import Application, OptimizerServer
+from servo_actors.optimizer.server import OptimizerServer
 
 HTTP_TIMEOUT = 10.0
 EXIT_TIMEOUT = 20.0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from servo_actors.demo import summary_lines
+from servo_actors.demo.adoption import adoption
+from servo_actors.readable import number_text
 
 
 def driver_state(confirmed: bool = True) -> dict:
@@ -59,3 +61,48 @@ def test_an_unconfirmed_recommendation_says_so_in_every_line_and_a_missing_one_i
     assert summary_lines({"steps": [], "best": None}) == [
         "summary: no baseline reading and recommendation to compare"
     ]
+
+
+def test_a_single_reading_claims_no_margin_and_counts_in_the_singular():
+    state = driver_state(confirmed=False)
+    state["best"]["note"] = "1 of 3 readings (not measured again yet)"
+    state["best"]["constraints"][0].update(readings=1, uncertainty=None)
+    [constraint] = [line for line in summary_lines(state) if line.strip().startswith("p99_latency <= 250:")]
+    assert (
+        constraint
+        == "  p99_latency <= 250: 240 (1 reading) holds in a single reading: no margin yet, not confirmed"
+    )
+
+
+def test_numbers_are_shown_without_exponents_for_ordinary_magnitudes():
+    assert number_text(15370.4) == "15370"
+    assert number_text(1456.0) == "1456"
+    assert number_text(0.004184) == "0.004184"
+    assert number_text(244.0) == "244"
+    assert number_text(3) == "3" and number_text("g1") == "g1"
+    assert number_text(float("nan")) == "nan"
+
+
+def test_only_a_confirmed_recommendation_better_than_the_baseline_is_adopted():
+    state = driver_state()
+    state["steps"][0].update(objective=0.1, feasible=True)
+    state["best"]["objective"] = 0.08
+    chosen = adoption(state)
+    assert chosen.recommendation and chosen.settings == state["best"]["settings"]
+    # Not confirmed: the baseline stays, and the reason quotes the note.
+    state["best"]["confirmed"] = False
+    state["best"]["note"] = "1 of 3 readings (not measured again yet)"
+    kept = adoption(state)
+    assert not kept.recommendation and kept.settings == state["steps"][0]["settings"]
+    assert "is not confirmed: 1 of 3 readings (not measured again yet)" in kept.reason
+    # Confirmed but costlier than a baseline that holds: the baseline stays.
+    state["best"].update(confirmed=True, objective=0.12)
+    kept = adoption(state)
+    assert not kept.recommendation and "no better than the baseline (cost 0.12 against 0.1)" in kept.reason
+    # Confirmed and costlier than a baseline that breaks a constraint: the recommendation is adopted.
+    state["steps"][0]["feasible"] = False
+    assert adoption(state).recommendation
+    # The recommendation is the baseline itself.
+    state["best"]["step"] = 0
+    assert adoption(state).reason == "the recommendation is the baseline"
+    assert adoption({"steps": [], "best": None}) is None

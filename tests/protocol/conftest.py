@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from servo_actors.config.models import OptimizerConfig, Settings
+from servo_actors.config.optimizer_section import OptimizerConfig, Settings
 from servo_actors.optimizer.scripted import ScriptedDriver
 from servo_actors.optimizer.server import OptimizerServer
 from servo_actors.protocol.client import OptimizerClient

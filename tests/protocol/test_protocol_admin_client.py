@@ -11,8 +11,9 @@ import pytest
 import requests
 
 from servo_actors.errors import OptimizerError
+from servo_actors.optimizer.application import Application
 from servo_actors.optimizer.scripted import ScriptedDriver
-from servo_actors.optimizer.server import Application, OptimizerServer
+from servo_actors.optimizer.server import OptimizerServer
 from servo_actors.protocol.admin_client import OptimizerAdminClient, OptimizerAdminError
 
 APP = "example.com/web"

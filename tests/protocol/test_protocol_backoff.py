@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from servo_actors.config.models import Backoff
+from servo_actors.config.optimizer_section import Backoff
 from servo_actors.protocol.backoff import (
     JITTER,
     MIN_DELAY,

@@ -16,14 +16,11 @@ from pydantic import SecretStr
 from waiting import wait_until
 
 from servo_actors import USER_AGENT
-from servo_actors.config.models import OptimizerConfig, Settings
+from servo_actors.config.optimizer_section import OptimizerConfig, Settings
 from servo_actors.errors import ConfigError
 from servo_actors.protocol.client import OptimizerClient
-from servo_actors.protocol.models import (
-    AdjustCommand,
-    DescribeCommand,
-    MeasureCommand,
-    SleepCommand,
+from servo_actors.protocol.commands import AdjustCommand, DescribeCommand, MeasureCommand, SleepCommand
+from servo_actors.protocol.writing import (
     adjustment_result,
     description_result,
     failure_result,

@@ -18,8 +18,8 @@ import pytest
 from waiting import wait_until
 
 from servo_actors.identity import CONFLICT_STREAK, IdentityGuard
-from servo_actors.protocol.client import MAX_REPLY_BYTES
-from servo_actors.protocol.models import description_result
+from servo_actors.protocol.exchange import MAX_REPLY_BYTES
+from servo_actors.protocol.writing import description_result
 
 COMPONENTS = {"web": {"settings": {"r": {"type": "range", "min": 1, "max": 4, "step": 1, "value": 1}}}}
 HANG_BOUND = 20.0

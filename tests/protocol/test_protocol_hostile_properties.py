@@ -24,21 +24,16 @@ from hypothesis import strategies as st
 
 from servo_actors.actors.rules.results import OperationResult
 from servo_actors.errors import ProtocolError
-from servo_actors.protocol.client import MAX_REPLY_BYTES
+from servo_actors.protocol.commands import Command, OptimizerStatus, SleepCommand
+from servo_actors.protocol.exchange import MAX_REPLY_BYTES
 from servo_actors.protocol.json_bounds import MAX_NESTING, decode_reply
-from servo_actors.protocol.models import (
-    RESULT_EVENT,
-    Command,
-    OptimizerStatus,
-    SleepCommand,
-    failure_result,
-    parse_envelope,
-    parse_param,
-    parse_reply,
-    request_body,
-)
-from servo_actors.protocol.statuses import SERVO_STATUSES, is_word
-from servo_actors.runner import _cancel_reason, result_param
+from servo_actors.protocol.reading import parse_envelope, parse_param, parse_reply
+from servo_actors.protocol.statuses import is_word
+from servo_actors.protocol.wire_types import RESULT_EVENT
+from servo_actors.protocol.writing import failure_result, request_body
+from servo_actors.runner import result_param
+from servo_actors.runner.params import _cancel_reason
+from servo_actors.vocabulary import SERVO_STATUSES
 
 HOSTILE = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -7,16 +7,17 @@ import json
 import pytest
 
 from servo_actors.errors import ProtocolError
-from servo_actors.protocol.models import (
+from servo_actors.protocol.commands import (
     AdjustCommand,
     DescribeCommand,
-    DescriptionResult,
-    Envelope,
     MeasureCommand,
-    MeasurementResult,
     OptimizerStatus,
-    Progress,
     SleepCommand,
+)
+from servo_actors.protocol.reading import parse_envelope, parse_param, parse_reply, to_wire, validate
+from servo_actors.protocol.results import DescriptionResult, MeasurementResult, Progress
+from servo_actors.protocol.wire_types import Envelope
+from servo_actors.protocol.writing import (
     adjustment_result,
     description_result,
     envelope,
@@ -24,12 +25,7 @@ from servo_actors.protocol.models import (
     goodbye_param,
     hello_param,
     measurement_result,
-    parse_envelope,
-    parse_param,
-    parse_reply,
     progress_param,
-    to_wire,
-    validate,
 )
 
 # Verbatim from docs/protocol.md.

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servo_actors.protocol.models import OptimizerStatus
+from servo_actors.protocol.commands import OptimizerStatus
 from servo_actors.protocol.progress_lane import ProgressLane, in_background
 
 WORKER_TIMEOUT = 10.0

@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from servo_actors.errors import ProtocolError
-from servo_actors.protocol.models import Event, parse_envelope, parse_param, parse_reply, to_wire
+from servo_actors.protocol.reading import parse_envelope, parse_param, parse_reply, to_wire
+from servo_actors.protocol.wire_types import Event
 
 names = st.text(min_size=1, max_size=12)
 words = st.from_regex(r"\A[a-z][a-z0-9-]{0,10}\Z")

@@ -27,7 +27,7 @@ from servo_actors.protocol.json_bounds import (
     json_problem,
     nested_deeper_than,
 )
-from servo_actors.protocol.models import WireParam, measurement_result, request_body
+from servo_actors.protocol.writing import WireParam, measurement_result, request_body
 
 LEAVES = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=3)
 TREES = st.recursive(

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import get_args
 
 from servo_actors import vocabulary
-from servo_actors.protocol import models
+from servo_actors.protocol import commands as wire_commands
+from servo_actors.protocol import wire_types
 
 PACKAGE = Path(vocabulary.__file__).parent
 WORDS = {
@@ -20,14 +21,19 @@ WORDS = {
 
 
 def test_the_wire_models_use_the_vocabulary() -> None:
-    assert tuple(models.Event) == vocabulary.EVENTS
-    assert tuple(models.CommandName) == vocabulary.COMMANDS
-    assert {str(c): str(e) for c, e in models.RESULT_EVENT.items()} == vocabulary.RESULT_EVENT
-    assert get_args(models.ServoStatusName) == vocabulary.SERVO_STATUSES
-    assert get_args(models.OptimizerStatusName) == vocabulary.OPTIMIZER_STATUSES
+    assert tuple(wire_types.Event) == vocabulary.EVENTS
+    assert tuple(wire_types.CommandName) == vocabulary.COMMANDS
+    assert {str(c): str(e) for c, e in wire_types.RESULT_EVENT.items()} == vocabulary.RESULT_EVENT
+    assert get_args(wire_types.ServoStatusName) == vocabulary.SERVO_STATUSES
+    assert get_args(wire_types.OptimizerStatusName) == vocabulary.OPTIMIZER_STATUSES
     assert set(vocabulary.FAILURE_STATUSES) == set(vocabulary.SERVO_STATUSES) - {"ok"}
     assert set(vocabulary.STATUS_SEVERITY) == set(vocabulary.SERVO_STATUSES)
-    commands = [models.DescribeCommand, models.MeasureCommand, models.AdjustCommand, models.SleepCommand]
+    commands = [
+        wire_commands.DescribeCommand,
+        wire_commands.MeasureCommand,
+        wire_commands.AdjustCommand,
+        wire_commands.SleepCommand,
+    ]
     assert tuple(get_args(c.model_fields["cmd"].annotation)[0] for c in commands) == vocabulary.COMMANDS
 
 

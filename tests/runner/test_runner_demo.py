@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from demo_log import assert_summary_matches_the_log, parse_demo_log
 
 pytestmark = pytest.mark.slow
 
@@ -22,6 +23,28 @@ DEMO_TIMEOUT = 150.0
 
 def demo(*args: str) -> list[str]:
     return [sys.executable, "-m", "servo_actors", "demo", "--steps", "4", *args]
+
+
+@pytest.mark.timeout(240)
+def test_after_aborts_the_demo_recommends_no_worse_than_its_baseline_and_says_what_happened(
+    kit, tmp_path
+) -> None:
+    # The README's invitation, as a newcomer runs it: the whole default plan, Abort every 3rd command.
+    done = subprocess.run(
+        [sys.executable, "-m", "servo_actors", "demo", "--abort-every", "3"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=DEMO_TIMEOUT,
+    )
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    assert "pressed Abort during" in out
+    log = parse_demo_log(out)
+    assert any(s.confirms is not None and s.mark == "cancelled" for s in log.steps), out
+    assert_summary_matches_the_log(log)
+    # Cancels did not use the confirmation up: the run went on and confirmed its recommendation.
+    assert log.confirmed, out[out.index("summary:") :]
 
 
 @pytest.mark.timeout(180)
@@ -52,6 +75,7 @@ def test_demo_runs_a_short_plan_with_aborts_and_leaves_nothing(kit, tmp_path) ->
     assert any(name.startswith("ADJUST") for name in cancelled), done.stdout
     assert "killed its connectors and started them fresh" in done.stdout
 
+    assert_summary_matches_the_log(parse_demo_log(done.stdout))
     # One verdict in every line of the summary.
     summary = done.stdout[done.stdout.index("summary:") :].splitlines()
     constraints = [line for line in summary if re.match(r"\s+\w+ [<>=]+ ", line)]
@@ -109,6 +133,8 @@ def test_on_a_terminal_the_demo_shows_steps_and_progress_and_keeps_its_logs_in_a
     assert "command MEASURE" in log.read_text()  # the servo's own lines are there
     # A progress line, rewritten in place (carriage returns without a new line).
     assert re.search(r"\r[^\r\n]*search steps", shown), shown
+    # A command that finished shows 100 % (its last progress report came before the end).
+    assert re.search(r"\r[^\r\n]*MEASURE c\d+ \((baseline|step \d+)\) 100 % done", shown), shown
     kit.wait_until(lambda: not kit.marked_pids(marker), 10, what="every process of the demo gone")
 
     # With -v the logs are on the terminal instead.

@@ -23,7 +23,7 @@ from marked_processes import MARKER_VAR
 from servo_actors.config.models import ServoConfig
 from servo_actors.identity import CONFLICT_STREAK, IdentityGuard, check_identity, runtime_dir
 from servo_actors.optimizer.scripted import ScriptedDriver
-from servo_actors.protocol.models import OptimizerStatus
+from servo_actors.protocol.commands import OptimizerStatus
 
 pytestmark = pytest.mark.timeout(120)
 

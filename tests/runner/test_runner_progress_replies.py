@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from servo_actors.optimizer.server import Fault
+from servo_actors.optimizer.application import Fault
 
 COMMAND_TIMEOUT = 60.0
 """Generous bound on one command's round trip: only a hang breaks it."""

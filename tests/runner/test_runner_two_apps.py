@@ -7,8 +7,9 @@ import signal
 import pytest
 import requests
 
+from servo_actors.optimizer.application import Application
 from servo_actors.optimizer.search import SearchDriver
-from servo_actors.optimizer.server import Application, OptimizerServer
+from servo_actors.optimizer.server import OptimizerServer
 
 WAIT = 30.0
 """Generous bound for what takes a second or two: only a hang breaks it."""

@@ -38,7 +38,7 @@ from servo_actors.actors.host import ConnectorHost
 from servo_actors.actors.linux import descendants, lifeline, processes
 from servo_actors.actors.rules import member_messages as mm
 from servo_actors.actors.rules import messages as m
-from servo_actors.actors.transport import system
+from servo_actors.actors.transport import child_actors
 from servo_actors.protocol.backoff import BackoffPolicy, retry_delay
 
 __all__ = [
@@ -295,7 +295,7 @@ class MemberAgent(Actor):
             descendants.kill_tree(old.pid)  # the leader replaced it: never two of one connector
         try:
             address = self.createActor(ConnectorHost)
-            pid = system.child_pid(self, address)
+            pid = child_actors.child_pid(self, address)
             self.send(address, m.HostInit(msg.spec, generation, os.getpid(), self._leader_address))
         except Exception as exc:  # Thespian raises several unrelated types when a fork fails
             self._to_leader(mm.HostSpawnFailed(self._name, name, generation, f"{type(exc).__name__}: {exc}"))
@@ -338,14 +338,14 @@ class MemberAgent(Actor):
         if self._hosts.get(hosted.name) is not hosted:
             return
         del self._hosts[hosted.name]
-        code = system.pop_exit_code(hosted.pid, hosted.started)
+        code = child_actors.pop_exit_code(hosted.pid, hosted.started)
         if code is None and hosted.pid is not None:
             code = processes.exit_status_nowait(hosted.pid)
         if code is None:  # reaped by multiprocessing when another host was forked
-            code = system.reaped_exit_code(self, hosted.pid)
+            code = child_actors.reaped_exit_code(self, hosted.pid)
         descendants.sweep(descendants.thespian_children(self))
         with contextlib.suppress(Exception):
-            system.forget_child(self, hosted.address)
+            child_actors.forget_child(self, hosted.address)
         self._to_leader(mm.HostGone(self._name, hosted.name, hosted.generation, code, hosted.killing))
 
     def _to_leader(self, message: Any) -> None:

@@ -13,37 +13,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servo_actors.protocol.statuses import normalise_failure
-from servo_actors.vocabulary import (
-    CRASH_LOOP,
-    HOST_UNAVAILABLE,
-    NOT_UP_REASONS,
-    OPERATIONS,
-    START_TIMEOUT,
-    STATUS_SEVERITY,
-)
+from servo_actors.vocabulary import OPERATIONS, STATUS_SEVERITY
 
-__all__ = [
-    "CRASH_LOOP",
-    "HOST_UNAVAILABLE",
-    "NOT_INVOLVED",
-    "NOT_UP_REASONS",
-    "OPERATIONS",
-    "START_TIMEOUT",
-    "STATUS_SEVERITY",
-    "ConnectorOutcome",
-    "OperationResult",
-    "aggregate",
-    "empty_data",
-    "worst_status",
-]
+__all__ = ["NOT_INVOLVED", "ConnectorOutcome", "OperationResult", "aggregate", "empty_data", "worst_status"]
 
 NOT_INVOLVED = "not-involved"
 """Reason of an adjust part whose connector owns none of the requested components (dropped)."""
-# From the vocabulary (servo_actors/vocabulary.py), here for the modules that import them from here:
-# OPERATIONS; STATUS_SEVERITY, best to worst (an aggregate takes the worst of its parts); and
-# NOT_UP_REASONS, the reasons of the part of a connector that is not up: its start passed
-# ``startup_timeout`` (START_TIMEOUT); it raised or exited while starting, or kept crashing
-# (CRASH_LOOP); no host can take it (HOST_UNAVAILABLE). An operation with such a part is ``failed``
+# From the vocabulary (servo_actors/vocabulary.py): OPERATIONS; STATUS_SEVERITY, best to worst (an
+# aggregate takes the worst of its parts); and NOT_UP_REASONS, the reasons of the part of a
+# connector that is not up: its start passed ``startup_timeout`` (START_TIMEOUT); it raised or
+# exited while starting, or kept crashing (CRASH_LOOP); no host can take it (HOST_UNAVAILABLE). An operation with such a part is ``failed``
 # and still carries what the connectors that are up produced (README, "Partial results"); an
 # ADJUST none of whose components belongs to it leaves that part out.
 

@@ -70,7 +70,7 @@ from servo_actors.actors.rules.restart_policy import (
     restart_targets,
     should_restart,
 )
-from servo_actors.actors.rules.results import CRASH_LOOP, HOST_UNAVAILABLE, START_TIMEOUT, ConnectorOutcome
+from servo_actors.actors.rules.results import ConnectorOutcome
 from servo_actors.actors.rules.supervision_events import (
     UNSETTLED,
     CancelRequested,
@@ -100,6 +100,7 @@ from servo_actors.actors.rules.supervision_events import (
     Tick,
 )
 from servo_actors.actors.rules.supervision_operation import OperationInFlight, operation_deadline, refused
+from servo_actors.vocabulary import CRASH_LOOP, HOST_UNAVAILABLE, START_TIMEOUT
 
 __all__ = [
     "CANCELLED_IDS_KEPT",

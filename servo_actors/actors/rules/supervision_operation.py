@@ -11,13 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servo_actors.actors.rules import messages as m
-from servo_actors.actors.rules.results import (
-    NOT_INVOLVED,
-    NOT_UP_REASONS,
-    ConnectorOutcome,
-    OperationResult,
-    aggregate,
-)
+from servo_actors.actors.rules.results import NOT_INVOLVED, ConnectorOutcome, OperationResult, aggregate
+from servo_actors.vocabulary import NOT_UP_REASONS
 
 __all__ = [
     "OperationInFlight",

@@ -26,7 +26,7 @@ Thespian facts this module works around (architecture.md, measured with 4.0.1):
   ~50 fresh actors connect at once (``LISTEN_BACKLOG``).
 
 This module starts and kills the system (``ActorSystemHandle``) and patches Thespian for it. Beside
-it, and re-exported here: a parent's children as Thespian keeps them (``child_actors``: PIDs, exit
+it: a parent's children as Thespian keeps them (``child_actors``: PIDs, exit
 codes, forgetting), the ports (``ports``) and the admin's logging (``admin_logging``).
 """
 
@@ -44,20 +44,12 @@ from typing import Any
 from servo_actors.actors.linux import lifeline, processes
 from servo_actors.actors.transport import message_auth, thespian_patches
 from servo_actors.actors.transport.admin_logging import (
-    CONNECTOR_LOG_NAME,
     THESPIAN_LOG_NAME,
     log_definitions,
     quiet_forked_admin,
 )
 from servo_actors.actors.transport.child_actors import (
-    EXIT_CODES,
-    EXIT_CODES_KEPT,
-    child_pid,
-    forget_child,
-    pop_exit_code,
-    reaped_exit_code,
     record_exit_code,
-    tracked_child_addresses,
 )
 from servo_actors.actors.transport.ports import (
     LOOPBACK,
@@ -72,24 +64,10 @@ from servo_actors.errors import SupervisorError
 __all__ = [
     "ADMIN_PORT_ATTEMPTS",
     "ActorSystemHandle",
-    "CONNECTOR_LOG_NAME",
-    "EXIT_CODES",
-    "EXIT_CODES_KEPT",
     "KILL_TIMEOUT",
     "LISTEN_BACKLOG",
-    "LOOPBACK",
-    "THESPIAN_LOG_NAME",
     "TRANSMIT_TIMEOUT",
-    "check_listen_address",
-    "child_pid",
-    "forget_child",
-    "free_loopback_port",
-    "pop_exit_code",
-    "port_is_taken",
-    "reaped_exit_code",
-    "record_exit_code",
     "sessions_started",
-    "tracked_child_addresses",
     "wait_until_gone",
 ]
 

@@ -58,8 +58,7 @@ the command is also killed if the connector's process dies (a cancel kills that 
 
 The package's modules: ``config`` (``CommandConfig``), ``connector`` (``CommandConnector``),
 ``process`` (running one command), ``environment`` (the variables a command receives) and
-``output`` (reading what it printed). Every name is importable from the package, as it was when
-this was one module.
+``output`` (reading what it printed).
 """
 
 from __future__ import annotations
@@ -67,39 +66,16 @@ from __future__ import annotations
 from servo_actors.connectors.command.config import (
     DEFAULT_TIMEOUT,
     CommandConfig,
-    _checks_by_name,
-    _env_text,
-    _stringify_env,
 )
 from servo_actors.connectors.command.connector import WITHHELD_ENV, CommandConnector
 from servo_actors.connectors.command.environment import (
-    _control_env,
-    _rejected,
-    _settings_env,
     setting_env_name,
-)
-from servo_actors.connectors.command.output import (
-    _bad_output,
-    _is_number,
-    _json,
-    _object,
-    _parse_adjusted,
-    _parse_components,
-    _parse_description,
-    _parse_measurement,
 )
 from servo_actors.connectors.command.process import (
     MAX_OUTPUT_BYTES,
     REAP_TIMEOUT,
     STDERR_TAIL_CHARS,
     STDERR_TAIL_LINES,
-    _CommandSpec,
-    _die_with_parent,
-    _exit_text,
-    _run,
-    _seconds,
-    _tail,
-    _wait_for_exit,
 )
 
 __all__ = [
@@ -111,26 +87,5 @@ __all__ = [
     "WITHHELD_ENV",
     "CommandConfig",
     "CommandConnector",
-    "_CommandSpec",
-    "_bad_output",
-    "_checks_by_name",
-    "_control_env",
-    "_die_with_parent",
-    "_env_text",
-    "_exit_text",
-    "_is_number",
-    "_json",
-    "_object",
-    "_parse_adjusted",
-    "_parse_components",
-    "_parse_description",
-    "_parse_measurement",
-    "_rejected",
-    "_run",
-    "_seconds",
-    "_settings_env",
-    "_stringify_env",
-    "_tail",
-    "_wait_for_exit",
     "setting_env_name",
 ]

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from servo_actors.config.models import Duration
+from servo_actors.config.fields import Duration
 from servo_actors.connectors.wait import DEFAULT_PROGRESS_INTERVAL
 
 __all__ = ["CommandConfig", "DEFAULT_TIMEOUT"]

@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from servo_actors.config.models import Duration
+from servo_actors.config.fields import Duration
 from servo_actors.connectors.kubernetes.units import format_cpu, format_memory, parse_cpu, parse_memory
 
 __all__ = [

@@ -34,17 +34,7 @@ from servo_actors.connectors.kubernetes.rollout_pods import EVENTS_LIMIT
 from servo_actors.connectors.kubernetes.tuning_pod import is_ready, spec_hash, terminating
 from servo_actors.durations import format_duration
 
-__all__ = [
-    "EVENTS_LIMIT",
-    "Hook",
-    "MAX_CREATE_ATTEMPTS",
-    "RETRY_INTERVAL",
-    "Report",
-    "TuningFailed",
-    "TuningPods",
-    "WATCH_WINDOW",
-    "servo_owner",
-]
+__all__ = ["Hook", "MAX_CREATE_ATTEMPTS", "Report", "TuningFailed", "TuningPods", "servo_owner"]
 
 MAX_CREATE_ATTEMPTS = 5
 """How many times a create that meets a pod of the same name starts the replace over."""

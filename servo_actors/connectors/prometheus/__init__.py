@@ -24,8 +24,7 @@ evaluated every ``fast_fail_period`` with instant queries; a condition that fail
 The package's modules: ``config`` (``PrometheusConfig``, ``PrometheusMetric``), ``slo`` (the
 fast-fail conditions), ``series`` (results in wire shape), ``http`` (the only users of
 ``requests`` and ``prometheus_api_client``) and ``connector`` (``PrometheusConnector``: the
-measurement loop, the queries and the checks). Every name is importable from the package, as it
-was when this was one module.
+measurement loop, the queries and the checks).
 """
 
 from __future__ import annotations
@@ -36,28 +35,19 @@ from servo_actors.connectors.prometheus.config import (
     AbsentPolicy,
     PrometheusConfig,
     PrometheusMetric,
-    _Strict,
 )
 from servo_actors.connectors.prometheus.connector import (
     MAX_QUERY_THREADS,
     POLL_INTERVAL,
     PrometheusConnector,
-    _iso,
-    _phase,
 )
 from servo_actors.connectors.prometheus.http import (
-    _API_ERROR,
     RETRY_BACKOFF_FACTOR,
     PrometheusHttp,
-    _api_error,
-    _root_cause,
 )
 from servo_actors.connectors.prometheus.series import (
     MAX_POINTS_PER_SERIES,
     RangeResult,
-    _escape_label,
-    _number,
-    _to_series,
     effective_step,
     series_id,
 )
@@ -70,7 +60,6 @@ __all__ = [
     "MIN_FAST_FAIL_PERIOD",
     "POLL_INTERVAL",
     "RETRY_BACKOFF_FACTOR",
-    "_API_ERROR",
     "AbsentPolicy",
     "PrometheusConfig",
     "PrometheusConnector",
@@ -79,14 +68,6 @@ __all__ = [
     "RangeResult",
     "SloCondition",
     "ViolationStreak",
-    "_Strict",
-    "_api_error",
-    "_escape_label",
-    "_iso",
-    "_number",
-    "_phase",
-    "_root_cause",
-    "_to_series",
     "effective_step",
     "series_id",
 ]

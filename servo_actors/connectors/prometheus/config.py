@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from servo_actors.config.models import Duration
+from servo_actors.config.fields import Duration
 from servo_actors.durations import format_duration
 
 __all__ = ["AbsentPolicy", "DEFAULT_BASE_URL", "MIN_FAST_FAIL_PERIOD", "PrometheusConfig", "PrometheusMetric"]
