@@ -113,8 +113,9 @@ class LocalCluster:
         nodes: int = 2,
         owner_pid: int | None = None,
         hpa_downscale_stabilization: str | None = None,
+        real_nodes: int = 0,
     ) -> LocalCluster:
-        args = ["up", "--dir", str(directory), "--nodes", str(nodes)]
+        args = ["up", "--dir", str(directory), "--nodes", str(nodes), "--real-nodes", str(real_nodes)]
         if hpa_downscale_stabilization is not None:
             args += ["--hpa-downscale-stabilization", hpa_downscale_stabilization]
         if owner_pid is not None:
@@ -200,8 +201,8 @@ class LocalCluster:
 
     def log_tails(self, lines: int = LOG_TAIL_LINES) -> str:
         parts = []
-        for name in COMPONENT_LOGS:
-            path = self.dir / "logs" / f"{name}.log"
+        real_node_logs = sorted((self.dir / "logs").glob("*-real-node-*.log"))  # kubelet, containerd
+        for path in [*(self.dir / "logs" / f"{name}.log" for name in COMPONENT_LOGS), *real_node_logs]:
             if path.exists():
                 tail = path.read_text(errors="replace").splitlines()[-lines:]
                 parts.append(f"--- {path} (last {len(tail)} lines) ---\n" + "\n".join(tail))
