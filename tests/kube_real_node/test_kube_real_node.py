@@ -8,6 +8,7 @@ import copy
 import http.client
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -228,7 +229,6 @@ def processes_mentioning(text: str) -> list[tuple[int, str]]:
 def test_down_after_a_pod_ran_leaves_nothing_on_the_host(short_dir: Path) -> None:
     directory = short_dir / "cluster"
     results = Path("/var/lib/cni/results")  # libcni's cache (a fixed path): nothing of ours may stay
-    cached_before = set(results.iterdir()) if results.is_dir() else set()
     cluster = LocalCluster.up(directory, nodes=1, real_nodes=1, owner_pid=os.getpid())
     try:
         namespace = cluster.new_namespace("leftovers")
@@ -236,7 +236,13 @@ def test_down_after_a_pod_ran_leaves_nothing_on_the_host(short_dir: Path) -> Non
         wait_until(lambda: ready(pod(cluster, namespace, "web")), POD_TIMEOUT, 0.5, "web Ready")
         node = cluster.state()["real_nodes"][0]
         assert Path(f"/sys/class/net/{node['bridge']}/brif").is_dir()
-        assert os.listdir(f"/sys/class/net/{node['bridge']}/brif"), "no veth on the bridge"
+        ctr = [str(cluster.bin_dir / "ctr"), "--address", str(directory / "node-0" / "containerd.sock")]
+        listed = subprocess.run([*ctr, "--namespace", "k8s.io", "containers", "list", "--quiet"],
+                                capture_output=True, text=True, timeout=HTTP_TIMEOUT, check=True)  # fmt: skip
+        containers = listed.stdout.split()
+        assert len(containers) == 2, containers  # the sandbox and the app
+        veths = os.listdir(f"/sys/class/net/{node['bridge']}/brif")
+        assert veths, "no veth on the bridge"
         assert processes_mentioning(str(directory))
     finally:
         done = cluster.down()
@@ -246,10 +252,12 @@ def test_down_after_a_pod_ran_leaves_nothing_on_the_host(short_dir: Path) -> Non
     mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
     assert not [m for m in mounts if m.startswith(str(directory))]
     assert not Path(f"/sys/class/net/{node['bridge']}").exists()
+    assert not [veth for veth in veths if Path(f"/sys/class/net/{veth}").exists()]
     for hierarchy in CGROUP_V1.iterdir():
         assert not (hierarchy / node["cgroup_root"].lstrip("/")).exists(), hierarchy
     logs = Path("/var/log/containers")
     if logs.is_dir():
         assert not [link for link in logs.iterdir() if str(directory) in os.readlink(link)]
-    if results.is_dir():
-        assert set(results.iterdir()) <= cached_before
+    if results.is_dir():  # NETWORK-CONTAINER-IFNAME
+        ours = [r.name for r in results.iterdir() if any(f"-{c}-" in r.name for c in containers)]
+        assert not ours and not list(results.glob(f"servo-actors-{node['bridge']}-*"))
