@@ -17,6 +17,7 @@ from typing import Any
 import kube_local
 import pytest
 from kube_local import LocalCluster
+from kube_quantity import parse as parse_quantity
 from waiting import wait_until
 
 from servo_actors.connectors.base import Control
@@ -34,6 +35,8 @@ POD_TIMEOUT = 120.0
 """Seconds for a pod on the real node to start (sandbox, container, readiness) or to fail as asked:
 a few seconds on an idle machine; only a hang breaks this bound."""
 HTTP_TIMEOUT = 10.0
+METRICS_TIMEOUT = 120.0
+"""Seconds for a pod's first metrics: metrics-server scrapes every 10 s and needs two scrapes (~35 s)."""
 CGROUP_V1 = Path("/sys/fs/cgroup")
 
 
@@ -127,6 +130,18 @@ def test_an_app_pod_runs_on_the_real_node_and_answers_http_from_the_host(
     assert status == 200
     status, body = http_get(ip, "/metrics")
     assert status == 200 and b"http_request_duration_seconds" in body
+
+
+def test_metrics_server_reads_a_real_pods_usage_from_the_real_kubelet(
+    kube_cluster: LocalCluster, kube_namespace: str
+) -> None:
+    kube_cluster.apply(kube_namespace, real_pod("busy", env=[{"name": "ALLOC_MB", "value": "64"}]))
+    wait_until(lambda: ready_pod(kube_cluster, kube_namespace, "busy"), POD_TIMEOUT, 0.5, "busy Ready")
+    path = f"/apis/metrics.k8s.io/v1beta1/namespaces/{kube_namespace}/pods/busy"
+    metrics = wait_until(lambda: kube_cluster.try_get(path), METRICS_TIMEOUT, 1.0, "the pod's metrics")
+    (container,) = metrics["containers"]
+    # cAdvisor's working set of the real container: at least the 64 MiB the app holds.
+    assert parse_quantity(container["usage"]["memory"])[0] >= 64 * 2**20, container
 
 
 def test_the_connectors_cpu_and_memory_reach_the_containers_cgroup(
