@@ -8,6 +8,7 @@ import copy
 import http.client
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -241,7 +242,11 @@ def processes_mentioning(text: str) -> list[tuple[int, str]]:
 
 
 @pytest.mark.timeout(kube_local.TEST_TIMEOUT + 300)
-def test_down_after_a_pod_ran_leaves_nothing_on_the_host(short_dir: Path) -> None:
+@pytest.mark.parametrize("crashed", [None, "containerd"])
+def test_down_after_a_pod_ran_leaves_nothing_on_the_host(short_dir: Path, crashed: str | None) -> None:
+    """Also when containerd was SIGKILLed first: then no one deletes the containers for `down`,
+    and the shims (daemons, reparented to init) and the containers' processes are found by their
+    program and containerd address, and by the node's cgroups."""
     directory = short_dir / "cluster"
     results = Path("/var/lib/cni/results")  # libcni's cache (a fixed path): nothing of ours may stay
     cluster = LocalCluster.up(directory, nodes=1, real_nodes=1, owner_pid=os.getpid())
@@ -259,6 +264,8 @@ def test_down_after_a_pod_ran_leaves_nothing_on_the_host(short_dir: Path) -> Non
         veths = os.listdir(f"/sys/class/net/{node['bridge']}/brif")
         assert veths, "no veth on the bridge"
         assert processes_mentioning(str(directory))
+        if crashed is not None:
+            os.kill(cluster.pids()[f"{crashed}-{NODE}"], signal.SIGKILL)
     finally:
         done = cluster.down()
     assert done.returncode == 0, done.stderr
