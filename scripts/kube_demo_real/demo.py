@@ -67,7 +67,7 @@ class RealDemo:
         self.final: dict[str, Any] | None = None
 
     def run(self) -> int:
-        host, args = self.host, self.host.args
+        host = self.host
         began = time.monotonic()
         kubeconfig, kubectl = host.cluster()
         self.kubeconfig, self.kubectl = kubeconfig, kubectl

@@ -1,0 +1,151 @@
+"""scripts/kube-demo --app real on the session's cluster: a shortened optimization of the project's
+app on the real node ends with a recommendation no costlier than the baseline; then this test
+measures baseline and recommendation again itself (its own load straight at the pods' IPs, its own
+Prometheus and query, three times each) and checks that both meet the demo's SLO."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kube_local import LocalCluster
+from prometheus_server import PrometheusServer
+from waiting import wait_until
+
+from servo_actors.connectors.base import Control
+from servo_actors.connectors.kubernetes.units import format_memory
+from servo_actors.connectors.loadgen import LoadgenConnector
+
+pytestmark = [pytest.mark.kube, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+SCRIPT = ROOT / "scripts" / "kube-demo"
+sys.path.insert(0, str(ROOT / "scripts"))
+from kube_demo_real import app  # noqa: E402
+
+STEPS = 8
+DEMO_TIMEOUT = 1200.0
+"""Upper bound only a hang reaches: the shortened run takes about 6 minutes on 2 busy cores."""
+ROLLOUT_TIMEOUT = 180.0
+SCRAPE_TIMEOUT = 60.0
+READINGS = 3
+WARMUP, WINDOW = 5.0, 10.0
+SETTLE = 3.0
+"""Seconds after a window for its last scrapes (1 s apart) to land."""
+
+
+def p99_ms(prometheus: PrometheusServer, at: float) -> float:
+    """The test's own query: the app's `/work` histogram over the loaded window, all pods summed."""
+    query = (
+        f'histogram_quantile(0.99, sum by (le) (rate(http_request_duration_seconds_bucket{{path="/work"}}'
+        f"[{WINDOW:g}s])))"
+    )
+    result = prometheus.query(query, at=at)
+    assert result, f"no p99 from Prometheus at {at}: {prometheus.log_tail()}"
+    return 1000 * float(result[0]["value"][1])
+
+
+def errors(prometheus: PrometheusServer, at: float) -> float:
+    total = prometheus.query(
+        f'sum(increase(http_request_duration_seconds_count{{path="/work"}}[{WINDOW:g}s]))', at=at
+    )
+    ok = prometheus.query(
+        f'sum(increase(http_request_duration_seconds_count{{path="/work", code="200"}}[{WINDOW:g}s]))', at=at
+    )
+    return 1 - float(ok[0]["value"][1]) / float(total[0]["value"][1])
+
+
+def pod_ips(cluster: LocalCluster) -> list[str]:
+    pods = cluster.get(f"/api/v1/namespaces/{app.NAMESPACE}/pods")["items"]
+    return [
+        p["status"]["podIP"] for p in pods
+        if not p["metadata"].get("deletionTimestamp")
+        and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+    ]  # fmt: skip
+
+
+def load(ips: list[str]) -> None:
+    """The demo's rate, split evenly over the pods, straight at their IPs (a loadgen per pod)."""
+    threads = [
+        threading.Thread(target=LoadgenConnector(f"test-{ip}", {
+            "url": f"http://{ip}:{app.PORT}{app.PATH}", "rate": app.RATE_RPS / len(ips),
+            "concurrency": max(1, app.CONCURRENCY // len(ips)), "timeout": "5s"}).measure,
+            args=([], Control(duration=WINDOW, warmup=WARMUP), lambda *_: None))
+        for ip in ips
+    ]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WARMUP + WINDOW + 30)
+
+
+def set_deployment(cluster: LocalCluster, settings: dict[str, Any]) -> None:
+    resources = {
+        "cpu": f"{round(float(settings['cpu']) * 1000)}m",
+        "memory": format_memory(float(settings["memory"])),
+    }
+    patch = [
+        {"op": "replace", "path": "/spec/replicas", "value": int(settings["replicas"])},
+        {"op": "replace", "path": "/spec/template/spec/containers/0/resources",
+         "value": {"requests": resources, "limits": resources}},
+        {"op": "replace", "path": "/spec/template/spec/containers/0/env/0",
+         "value": {"name": "GOGC", "value": str(settings["GOGC"])}},
+    ]  # fmt: skip
+    cluster.kubectl("-n", app.NAMESPACE, "patch", "deployment/web", "--type=json", "-p", json.dumps(patch))
+    cluster.kubectl("-n", app.NAMESPACE, "rollout", "status", "deployment/web", f"--timeout={ROLLOUT_TIMEOUT:g}s",
+                    timeout=ROLLOUT_TIMEOUT + 30)  # fmt: skip
+    wait_until(lambda: len(pod_ips(cluster)) == int(settings["replicas"]), ROLLOUT_TIMEOUT, 0.5, "pods ready")
+
+
+def measured_p99(cluster: LocalCluster, tmp_path: Path, settings: dict[str, Any], name: str) -> list[float]:
+    set_deployment(cluster, settings)
+    ips = pod_ips(cluster)
+    workdir = tmp_path / name
+    workdir.mkdir()
+    prometheus = PrometheusServer(
+        workdir, [f"{ip}:{app.PORT}" for ip in ips], job="app", scrape_interval="1s"
+    )
+    try:
+        prometheus.wait_ready()
+        prometheus.wait_for_scrape("app")
+        readings = []
+        for _ in range(READINGS):
+            load(ips)
+            ended = time.time()
+            time.sleep(SETTLE)
+            readings.append(p99_ms(prometheus, ended))
+            assert errors(prometheus, ended) <= app.MAX_ERROR_RATE
+        return readings
+    finally:
+        prometheus.stop()
+
+
+def test_the_real_demo_recommends_no_costlier_settings_that_meet_the_slo(
+    kube_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    try:
+        done = subprocess.run(
+            [sys.executable, str(SCRIPT), "--app", "real", "--dir", str(kube_cluster.dir),
+             "--steps", str(STEPS), "--json"],
+            capture_output=True, text=True, timeout=DEMO_TIMEOUT,
+        )  # fmt: skip
+        out = done.stdout
+        assert done.returncode == 0, f"exit {done.returncode}\n{out}\n{done.stderr[-3000:]}"
+        outcome = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+        assert outcome["recommendation_cost"] <= outcome["baseline_cost"], out
+        assert "cost saving:" in out and "$ kubectl get deploy" in out
+
+        baseline = measured_p99(kube_cluster, tmp_path, outcome["baseline"], "baseline")
+        recommended = measured_p99(kube_cluster, tmp_path, outcome["recommendation"], "recommendation")
+        print(f"p99 ms: baseline {baseline}, recommendation {recommended} (SLO {app.SLO_P99_MS:g})")
+        assert statistics.fmean(baseline) <= app.SLO_P99_MS, (baseline, out)
+        assert statistics.fmean(recommended) <= app.SLO_P99_MS, (recommended, out)
+    finally:
+        kube_cluster.kubectl("delete", "namespace", app.NAMESPACE, "--wait=false", check=False)
