@@ -30,10 +30,10 @@ WORK_MS = 10
 RATE_RPS = 25.0
 """Requests a second to `/work`, over all pods, during every measurement (0.25 core of work)."""
 CONCURRENCY = 8
-SLO_P99_MS = 150.0
+SLO_P99_MS = 250.0
 """p99 latency of `/work` (server side, the app's histogram) that every setting must keep."""
 MAX_ERROR_RATE = 0.01
-MIN_THROUGHPUT_SHARE = 0.9
+MIN_THROUGHPUT_SHARE = 0.8
 """A setting must serve this share of RATE_RPS: one that cannot keep up is saturated, whatever its p99."""
 CPU_WEIGHT = 1.0
 """Cost per core requested (per replica)."""
@@ -45,12 +45,12 @@ most 1 core; two threads would spend a 100 ms period's quota in half of it, then
 throttled for the rest (latency spikes). One thread spends it evenly."""
 BASELINE = {"cpu": "500m", "memory": "512Mi", "replicas": 2, "GOGC": "100"}
 MEASURE_SECONDS = 10.0
-WARMUP_SECONDS = 8.0
-"""More than RATE_WINDOW_SECONDS: every point of the range query then covers loaded time only, and
-a fresh pod's `/work` series (born with its first request) has a few scrapes before the first point
-(rate() over a series younger than its window undercounts)."""
-RATE_WINDOW_SECONDS = 5.0
-STEP_SECONDS = 5.0
+WARMUP_SECONDS = 10.0
+"""As long as RATE_WINDOW_SECONDS: the range query's first point (at the window's start) then covers
+loaded time only."""
+RATE_WINDOW_SECONDS = 10.0
+"""The whole window: a p99 over all its requests (a mean of p99s over shorter windows reads lower)."""
+STEP_SECONDS = 10.0
 DELAY_SECONDS = 3.0
 """After the window, so its last scrape lands (two scrape intervals)."""
 SCRAPE_SECONDS = 1.0

@@ -137,6 +137,7 @@ def test_the_real_demo_recommends_no_costlier_settings_that_meet_the_slo(
             capture_output=True, text=True, timeout=DEMO_TIMEOUT,
         )  # fmt: skip
         out = done.stdout
+        print(out)  # the run's own output: its table is what docs/walkthrough.md shows
         assert done.returncode == 0, f"exit {done.returncode}\n{out}\n{done.stderr[-3000:]}"
         outcome = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
         assert outcome["recommendation_cost"] <= outcome["baseline_cost"], out
