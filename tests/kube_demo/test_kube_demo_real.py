@@ -35,6 +35,8 @@ DEMO_TIMEOUT = 1200.0
 """Upper bound only a hang reaches: the shortened run takes about 6 minutes on 2 busy cores."""
 ROLLOUT_TIMEOUT = 180.0
 SCRAPE_TIMEOUT = 60.0
+TEST_TIMEOUT = 1500
+"""pytest-timeout's bound for the whole test: the demo's and the re-measurements' (~10 min)."""
 READINGS = 3
 WARMUP, WINDOW = 5.0, 10.0
 SETTLE = 3.0
@@ -127,6 +129,7 @@ def measured_p99(cluster: LocalCluster, tmp_path: Path, settings: dict[str, Any]
         prometheus.stop()
 
 
+@pytest.mark.timeout(TEST_TIMEOUT)
 def test_the_real_demo_recommends_no_costlier_settings_that_meet_the_slo(
     kube_cluster: LocalCluster, tmp_path: Path
 ) -> None:
