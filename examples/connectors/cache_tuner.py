@@ -56,7 +56,7 @@ class CacheTunerConfig(BaseModel):
     sample_interval: float = Field(1.0, gt=0)
     """Seconds between two points of a time series during the measurement window."""
     seed: int = 0
-    """Seeds the simulated noise, so a test sees the same numbers every run."""
+    """Seeds the simulated noise: every fresh process draws the same sequence."""
 
 
 class CacheTuner(Connector):
@@ -66,9 +66,10 @@ class CacheTuner(Connector):
     config: CacheTunerConfig  # what config_model makes of the servo.yaml section
 
     def startup(self) -> None:
-        # Runs in every fresh process (at start, and after every cancel, deadline or crash):
-        # read what is in force from outside the process, never from a previous instance.
-        self.settings = self._read_state()
+        # Runs in every fresh process (at start, and after every cancel, deadline or crash),
+        # before any operation. Nothing is left of a previous process: what is in force is read
+        # from the state file by each operation.
+        self.noise = random.Random(self.config.seed)
 
     def describe(self) -> dict[str, Any]:
         settings = self._read_state()
@@ -120,7 +121,6 @@ class CacheTuner(Connector):
         # The connector waits through warmup, duration and delay itself: the servo only sets the
         # deadline (those times plus supervisor.operation_grace) and kills it past that.
         settings = self._read_state()
-        noise = random.Random(f"{self.config.seed}:{settings['size_mb']}:{settings['policy']}")
         progress(0, f"warming up for {control.warmup:g} s")
         _sleep(control.warmup)
 
@@ -130,7 +130,7 @@ class CacheTuner(Connector):
         latencies: list[list[float]] = []
         for index in range(samples):
             _sleep(began + index * self.config.sample_interval - time.monotonic())
-            ratio = _hit_ratio(settings, noise)
+            ratio = _hit_ratio(settings, self.noise)
             now = round(time.time(), 3)
             hits.append([now, round(ratio, 4)])
             latencies.append([now, round(2.0 + 40.0 * (1.0 - ratio), 2)])

@@ -45,7 +45,7 @@ FAMILIES = {
     "servo_ready",
     "servo_build_info",
 }
-"""Every family the servo exports (README "Monitoring" lists the same), as the parser names them."""
+"""Every family the servo exports (docs/observability.md lists the same), as the parser names them."""
 
 
 @pytest.fixture
