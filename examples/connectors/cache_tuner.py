@@ -170,7 +170,9 @@ class CacheTuner(Connector):
 def _size(value: Any) -> int:
     """``size_mb`` as an int: a value arrives as a JSON number, int or float (``256`` or ``256.0``)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ConnectorFailure(f"size_mb {value!r} is not a number", status="rejected", reason="invalid-setting")
+        raise ConnectorFailure(
+            f"size_mb {value!r} is not a number", status="rejected", reason="invalid-setting"
+        )
     size = int(round(value))
     if not SIZE_MIN <= size <= SIZE_MAX or (size - SIZE_MIN) % SIZE_STEP:
         raise ConnectorFailure(

@@ -30,14 +30,23 @@ class Progress:
 
 def started(tmp_path: Path, **config: Any) -> CacheTuner:
     """A connector as the servo makes one: its name, its servo.yaml ``config``, then startup()."""
-    connector = CacheTuner("cache", {"state_file": str(tmp_path / "state.json"), "sample_interval": 0.01, **config})
+    connector = CacheTuner(
+        "cache", {"state_file": str(tmp_path / "state.json"), "sample_interval": 0.01, **config}
+    )
     connector.startup()
     return connector
 
 
 def test_describe_offers_a_range_and_an_enum_setting(tmp_path: Path) -> None:
     settings = started(tmp_path).describe()["components"]["cache"]["settings"]
-    assert settings["size_mb"] == {"type": "range", "unit": "MiB", "min": 64, "max": 1024, "step": 64, "value": 256}
+    assert settings["size_mb"] == {
+        "type": "range",
+        "unit": "MiB",
+        "min": 64,
+        "max": 1024,
+        "step": 64,
+        "value": 256,
+    }
     assert settings["policy"] == {"type": "enum", "values": ["lru", "lfu", "fifo"], "value": "lru"}
 
 

@@ -73,7 +73,10 @@ def test_the_example_connector_through_the_real_cli(tmp_path: Path) -> None:
         adjusted = cli("adjust", "cache.size_mb=512", "cache.policy=lfu")["data"]["components"]
         assert adjusted["cache"]["settings"]["size_mb"]["value"] == 512
         # The relative state_file is relative to the servo's working directory, not to servo.yaml.
-        assert json.loads((tmp_path / "cache-tuner-state.json").read_text()) == {"size_mb": 512, "policy": "lfu"}
+        assert json.loads((tmp_path / "cache-tuner-state.json").read_text()) == {
+            "size_mb": 512,
+            "policy": "lfu",
+        }
         assert not (EXAMPLE / "cache-tuner-state.json").exists()
         again = cli("describe")["data"]["components"]["cache"]["settings"]
         assert again["policy"]["value"] == "lfu"  # fresh connector processes, the state kept outside
