@@ -12,8 +12,8 @@ Output: an aligned table on stdout (colour only on a terminal, never with ``NO_C
      "data": {...},
      "connectors": {"app": {"status": "ok", "reason": "success", "message": null}}}
 
-``status``/``reason``/``message`` are the aggregated result (protocol.md's status fields);
-``data`` is, by operation: describe ``{"components", "metrics"}`` (protocol.md's descriptor
+``status``/``reason``/``message`` are the aggregated result (docs/protocol.md, "Results");
+``data`` is, by operation: describe ``{"components", "metrics"}`` (docs/protocol.md's descriptor
 parts), measure ``{"metrics", "annotations"}``, adjust ``{"components"}`` (the components the
 adjusted connectors now hold), check ``{"checks": [{"connector", "name", "success", "message"}]}``;
 ``connectors`` is each connector's own outcome.

@@ -1,4 +1,4 @@
-"""Environment overrides of servo.yaml (protocol.md): ``OPSANI_*`` and ``SERVO_UID``.
+"""Environment overrides of servo.yaml (docs/protocol.md, "Endpoint and authentication"): ``OPSANI_*`` and ``SERVO_UID``.
 
 An environment variable wins over the file. Rules that keep this unsurprising:
 

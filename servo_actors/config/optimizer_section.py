@@ -20,7 +20,7 @@ __all__ = ["Backoff", "MetricsConfig", "OptimizerConfig", "Settings", "Timeouts"
 
 
 class OptimizerConfig(_Strict):
-    """Which optimizer to talk to and how to authenticate (protocol.md). Env ``OPSANI_*`` override it."""
+    """Which optimizer to talk to and how to authenticate (docs/protocol.md, "Endpoint and authentication"). Env ``OPSANI_*`` override it."""
 
     id: str
     """The optimizer, ``ORG/APP`` (env ``OPSANI_OPTIMIZER``)."""
@@ -82,7 +82,7 @@ class OptimizerConfig(_Strict):
 
     @property
     def servo_url(self) -> str:
-        """The endpoint every exchange is POSTed to (protocol.md)."""
+        """The endpoint every exchange is POSTed to (docs/protocol.md, "Endpoint and authentication")."""
         if self.url:
             return f"{self.url}/servo"
         return f"{self.base_url}/accounts/{self.organization}/applications/{self.app_name}/servo"

@@ -1,6 +1,6 @@
 """ServoMetrics: every metric the servo exports, in a registry of its own (never the global one).
 
-The names are a contract (README "Monitoring", the alerting rules in ``deploy/prometheus``):
+The names are a contract (docs/observability.md, the alerting rules in ``deploy/prometheus``):
 
 =====================================================  =========================================
 ``servo_commands_received_total{cmd}``                 commands the optimizer sent (SLEEP too)

@@ -13,7 +13,7 @@ admin token. A ``Driver`` (driver.py) chooses each application's commands and ju
 
 Routes:
 
-- ``POST {prefix}/accounts/{ORG}/applications/{APP}/servo``: the protocol (protocol.md) for that
+- ``POST {prefix}/accounts/{ORG}/applications/{APP}/servo``: the protocol (docs/protocol.md) for that
   application (404 naming the served ones for another). Any other path ending in ``/servo`` (a
   servo configured with an explicit ``url``) reaches the application when only one is served.
 - ``GET /admin/apps``: the applications served (app, servo path, phase, command in flight) and

@@ -1,4 +1,5 @@
-"""OptimizerClient: the servo's side of the wire, over HTTP, with the retry rules of protocol.md.
+"""OptimizerClient: the servo's side of the wire, over HTTP, with the retry rules of docs/protocol.md
+("Errors and retries").
 
 ::
 

@@ -49,7 +49,7 @@ class RunnerReload(RunnerState):
         convention = self.config.supervisor.convention
         if convention is not None:
             # The running actor system holds the leader's address, which agents join: a second one
-            # cannot start beside it (README, "Connectors on other hosts").
+            # cannot start beside it (docs/convention.md).
             log.error(
                 "configuration reload from %s refused, keeping the running connectors: a servo with "
                 "supervisor.convention holds %s and cannot start new connectors beside it; restart "

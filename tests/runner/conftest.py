@@ -135,7 +135,7 @@ def servo_config(
 
 
 def check_trace(history: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Check a recorded exchange against protocol.md; the posts for each cmd_uid, in order.
+    """Check a recorded exchange against docs/protocol.md; the posts for each cmd_uid, in order.
 
     HELLO first and GOODBYE last; every command with a cmd_uid answered by at most one result (a
     result is owed unless the optimizer answered ``unexpected-event``/``invalid`` to its progress,

@@ -14,8 +14,8 @@ the last lines of every component's log are printed in its teardown.
 
 Without the Go toolchain the ``kube`` tests are not run (one line says why), except under
 ``CI=true`` where that is a failure: see ``go_missing`` and tests/conftest.py. This is a real
-control plane: real API server, controllers and scheduler; kwok plays the kubelets (see README,
-"The local cluster", for what it does not simulate).
+control plane: real API server, controllers and scheduler; kwok plays the kubelets (see
+docs/kube-cluster.md, "What kwok does not simulate").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The Thespian actor system of one servo: start it on its own loopback port, and kill all of it.
 
-Thespian facts this module works around (architecture.md, measured with 4.0.1):
+Thespian facts this module works around (docs/architecture.md, measured with 4.0.1):
 
 - Every socket binds ``0.0.0.0`` whatever ``THESPIAN_BASE_IPADDR`` says, and accepts pickled
   messages without authentication. ``_patch_thespian`` makes a wildcard listen bind bind
