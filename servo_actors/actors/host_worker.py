@@ -26,6 +26,7 @@ from servo_actors.actors.connector_calls import (
     failure_outcome,
 )
 from servo_actors.actors.rules import messages as m
+from servo_actors.actors.rules.exits import CHANNEL_LOST_EXIT
 from servo_actors.actors.rules.results import ConnectorOutcome
 from servo_actors.actors.transport.plain_data import (
     NotPlainData,
@@ -122,8 +123,15 @@ class HostWorker:
             return self._job_failed(label, describe_exception(exc))
 
     def _wake(self) -> None:
-        with contextlib.suppress(BlockingIOError):
+        try:
             os.write(self._wake_w, b"!")
+        except BlockingIOError:
+            pass  # full: the actor thread has wake-ups enough
+        except OSError:
+            # The pipe is gone (the connector closed descriptors it does not own, Thespian's sockets
+            # with them): this host can never answer again. It ends now; the supervisor names the
+            # exit code (``exits.CHANNEL_LOST_EXIT``) in the part, instead of waiting for its deadline.
+            os._exit(CHANNEL_LOST_EXIT)
 
     def _post(self, event: tuple[Any, ...]) -> None:
         self._events.put(event)
@@ -174,17 +182,28 @@ class HostWorker:
         except ResultTooLarge as exc:
             outcome = self._too_large(call, str(exc))
         except (NotPlainData, InvalidResult) as exc:
-            message = f"connector {name!r} returned an invalid {call.operation} result: {safe_text(exc)}"
-            outcome = ConnectorOutcome(name, "failed", INVALID_RESULT, message)
+            outcome = ConnectorOutcome(name, "failed", INVALID_RESULT, self._invalid(call, exc))
         except SystemExit:
             raise
         except BaseException as exc:  # a connector bug must not take the host's reply with it
-            message = f"connector {name!r} raised {type_name(exc)} in {call.operation}: {safe_text(exc)}"
+            said = safe_text(exc)
+            said = f": {said}" if said else " (with no message)"
+            message = f"connector {name!r} raised {type_name(exc)} in {call.operation}{said}"
             outcome = ConnectorOutcome(name, "failed", "connector-error", message)
         size = len(pickle.dumps(m.HostReply(call.request_id, name, self._generation, outcome, claimed)))
         if size > self._spec.max_result_bytes:
             outcome, claimed = self._too_large(call, f"{size} bytes"), ()
         return ("reply", call.request_id, outcome, claimed)
+
+    def _invalid(self, call: m.HostCall, exc: Exception) -> str:
+        """What was invalid: the operation's result, or that of describe(), which it needed."""
+        name, text = self._name, safe_text(exc)
+        needed = getattr(exc, "call", None)
+        if needed is not None and needed != f"{call.operation}()":
+            return (
+                f"connector {name!r}: {needed} returned an invalid result, needed by {call.operation}: {text}"
+            )
+        return f"connector {name!r} returned an invalid {call.operation} result: {text}"
 
     def _too_large(self, call: m.HostCall, size: str) -> ConnectorOutcome:
         assert self._spec is not None
