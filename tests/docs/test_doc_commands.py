@@ -117,3 +117,25 @@ def servo_on_path() -> dict[str, str]:
     """The environment of a reader's shell: this interpreter's ``servo-actors`` first on PATH."""
     kept = {k: v for k, v in os.environ.items() if not k.startswith(("OPSANI_", "SERVO_"))}
     return {**kept, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+NOT_OURS = {"types/api.py": "servox's own source (docs/interop.md)"}
+"""Python files the documents name that are not in this repository, and whose they are."""
+
+
+def test_every_python_file_the_documents_name_exists() -> None:
+    """A module named in backquotes (``actors/operation_path.py``, ``servo_actors/...``, a script,
+    a test, or a bare ``gp.py``) is in the repository: moving a module fails here until the page
+    that names it moves with it."""
+    missing = []
+    for document in DOCUMENTS:
+        if document.is_symlink():  # docs/benchmark-results.md: BENCHMARKS.md, written by the scripts
+            continue
+        for path in re.findall(r"`([\w./-]+\.py)`", document.read_text()):
+            if path in NOT_OURS or (REPO / path).exists() or (REPO / "servo_actors" / path).exists():
+                continue
+            tops = ("servo_actors", "scripts", "tests")
+            if "/" not in path and any(next(REPO.glob(f"{top}/**/{path}"), None) for top in tops):
+                continue
+            missing.append(f"{document.relative_to(REPO)}: `{path}`")
+    assert not missing, "modules the documents name that do not exist:\n" + "\n".join(missing)
