@@ -37,6 +37,8 @@ import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 
+from servo_actors.errors import ServoError
+
 __all__ = [
     "RELOAD_SIGNALS",
     "STOP_SIGNALS",
@@ -54,7 +56,7 @@ RELOAD_SIGNALS = (signal.SIGHUP,)
 """Signals that ask ``run`` to read its configuration again."""
 
 
-class StopRequested(Exception):
+class StopRequested(ServoError):
     """Raised by the loop when it finds a stop requested in the middle of a command."""
 
     def __init__(self, signal_name: str) -> None:
