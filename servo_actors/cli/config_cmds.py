@@ -9,6 +9,7 @@ import yaml
 
 from servo_actors.cli.context import CliState, echo_json, format_table, json_option, pass_state
 from servo_actors.config import ServoConfig, read_token
+from servo_actors.config.display import value_sources
 from servo_actors.connectors.registry import connector_type_infos, effective_config, resolve_connector_type
 from servo_actors.errors import ConfigError
 
@@ -29,13 +30,26 @@ __all__ = [
     show_default=True,
     help="Output format.",
 )
+@click.option(
+    "--sources",
+    is_flag=True,
+    help="Print each value with where it came from: the file, env NAME, PATH/.env NAME, or default.",
+)
 @pass_state
-def config_cmd(state: CliState, output_format: str) -> None:
+def config_cmd(state: CliState, output_format: str, sources: bool) -> None:
     """Print the effective configuration: the file after environment overrides, with defaults.
 
     Secrets are shown as **********; a token_file is shown as its path, never its content.
     """
     data = effective_config(state.config)
+    if sources:
+        rows = value_sources(state.config, data)
+        if output_format == "json":
+            echo_json([{"key": key, "value": value, "source": source} for key, value, source in rows])
+        else:
+            table = [[key, json.dumps(value, ensure_ascii=False), source] for key, value, source in rows]
+            click.echo(format_table(["KEY", "VALUE", "SOURCE"], table))
+        return
     if output_format == "json":
         echo_json(data)
     else:

@@ -20,6 +20,7 @@ file in one pass rather than one error per run::
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 from collections.abc import Mapping
@@ -28,10 +29,13 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from servo_actors.config.connector_env import apply_connector_env
+from servo_actors.config.dotenv_file import read_dotenv
 from servo_actors.config.environment import apply_env_overrides
 from servo_actors.config.models import ServoConfig
 from servo_actors.config.optimizer_section import OptimizerConfig
-from servo_actors.config.problems import ConfigProblem, config_error, problems_from_validation
+from servo_actors.config.problems import ConfigProblem, Loc, config_error, problems_from_validation
+from servo_actors.config.provenance import Provenance, env_label
 from servo_actors.config.yaml_file import read_yaml_mapping
 from servo_actors.errors import ConfigError
 from servo_actors.logs import register_secret
@@ -73,7 +77,8 @@ def load_config(
     *,
     connector_check: ConnectorCheck | None = None,
 ) -> ServoConfig:
-    """The validated configuration, after environment overrides.
+    """The validated configuration, after environment overrides (the process's, over those of the
+    ``.env`` file beside the configuration file: ``dotenv_file``).
 
     With a ``connector_check``, each connector entry that has no problem of its own is checked by
     it (``servo_actors.connectors.registry`` resolves the type and validates its ``config``);
@@ -85,7 +90,14 @@ def load_config(
     raw = read_yaml_mapping(file, source=source)
     _anchor_token_file(raw, file)
     _anchor_secret_file(raw, file)
-    env_sources = apply_env_overrides(raw, env)
+    file_data = copy.deepcopy(raw)  # as the file has it, for config --sources
+    dotenv_path, dotenv = read_dotenv(file)
+    variables = {**dotenv, **env}
+    env_sources = _labelled(
+        {**apply_env_overrides(raw, variables), **apply_connector_env(raw, variables)},
+        env,
+        str(dotenv_path),
+    )
 
     problems: list[ConfigProblem] = []
     config: ServoConfig | None = None
@@ -99,9 +111,10 @@ def load_config(
         raise config_error(problems)
 
     config._source = source
+    config._provenance = Provenance(source, file_data, env_sources)
     if config.optimizer is not None:
         config.optimizer._sources = {
-            key: (f"env {env_sources[('optimizer', key)]}" if ("optimizer", key) in env_sources else source)
+            key: env_sources.get(("optimizer", key), source)
             for key in config.optimizer.model_fields_set
         }
         register_secret(config.optimizer.token)
@@ -118,6 +131,13 @@ def require_optimizer(config: ServoConfig) -> OptimizerConfig:
             key="optimizer",
         )
     return config.optimizer
+
+
+def _labelled(sources: dict[Loc, str], env: Mapping[str, str], dotenv_file: str) -> dict[Loc, str]:
+    """Each key's variable as its label: ``env NAME``, or ``PATH NAME`` when it came from ``.env``."""
+    return {
+        loc: env_label(name, None if env.get(name, "").strip() else dotenv_file) for loc, name in sources.items()
+    }
 
 
 def _anchor_token_file(raw: dict[str, Any], file: Path) -> None:
