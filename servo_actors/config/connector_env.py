@@ -92,7 +92,7 @@ def apply_connector_env(raw: dict[str, Any], env: Mapping[str, str]) -> dict[Loc
         path = [part.lower() for part in variable[len(stem) :].split(NESTED_DELIMITER)]
         if not all(path):
             raise ConfigError(
-                f"{variable[len(stem):]!r} is not a key path (KEY, or KEY__SUBKEY: no empty part)",
+                f"{variable[len(stem) :]!r} is not a key path (KEY, or KEY__SUBKEY: no empty part)",
                 source=f"env {variable}",
             )
         value = _parse_value(variable, text)
@@ -131,7 +131,9 @@ def _set_path(target: dict[str, Any], path: Loc, value: Any, variable: str) -> N
         where = ".".join(str(p) for p in path[:depth]) or "config"
         if isinstance(current, list):
             if not isinstance(part, int):
-                raise ConfigError(f"{where} is a list: give an item's index, not {part!r}", source=f"env {variable}")
+                raise ConfigError(
+                    f"{where} is a list: give an item's index, not {part!r}", source=f"env {variable}"
+                )
             if part >= len(current):
                 raise ConfigError(
                     f"{where} has {len(current)} item(s): no index {part} (a variable can change an "
@@ -143,7 +145,9 @@ def _set_path(target: dict[str, Any], path: Loc, value: Any, variable: str) -> N
             if not last and current.get(part) is None:
                 current[part] = {}
         else:
-            raise ConfigError(f"{where} is not a mapping or a list: nothing to set under it", source=f"env {variable}")
+            raise ConfigError(
+                f"{where} is not a mapping or a list: nothing to set under it", source=f"env {variable}"
+            )
         if last:
             current[part] = value
         else:

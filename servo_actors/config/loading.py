@@ -21,6 +21,7 @@ file in one pass rather than one error per run::
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import os
 from collections.abc import Mapping
@@ -34,7 +35,7 @@ from servo_actors.config.dotenv_file import read_dotenv
 from servo_actors.config.environment import apply_env_overrides
 from servo_actors.config.models import ServoConfig
 from servo_actors.config.optimizer_section import OptimizerConfig
-from servo_actors.config.problems import ConfigProblem, Loc, config_error, problems_from_validation
+from servo_actors.config.problems import ConfigProblem, Loc, config_error, key_path, problems_from_validation
 from servo_actors.config.provenance import Provenance, env_label
 from servo_actors.config.yaml_file import read_yaml_mapping
 from servo_actors.errors import ConfigError
@@ -90,6 +91,7 @@ def load_config(
     raw = read_yaml_mapping(file, source=source)
     _anchor_token_file(raw, file)
     _anchor_secret_file(raw, file)
+    _anchor_ca_bundle(raw, file)
     file_data = copy.deepcopy(raw)  # as the file has it, for config --sources
     dotenv_path, dotenv = read_dotenv(file)
     variables = {**dotenv, **env}
@@ -106,7 +108,9 @@ def load_config(
     except ValidationError as exc:
         problems += problems_from_validation(exc, model=ServoConfig, source=source, env_sources=env_sources)
     if connector_check is not None:
-        problems += _connector_problems(raw.get("connectors"), source, connector_check, already=problems)
+        problems += _from_variables(
+            _connector_problems(raw.get("connectors"), source, connector_check, already=problems), env_sources
+        )
     if problems or config is None:
         raise config_error(problems)
 
@@ -114,8 +118,7 @@ def load_config(
     config._provenance = Provenance(source, file_data, env_sources)
     if config.optimizer is not None:
         config.optimizer._sources = {
-            key: env_sources.get(("optimizer", key), source)
-            for key in config.optimizer.model_fields_set
+            key: env_sources.get(("optimizer", key), source) for key in config.optimizer.model_fields_set
         }
         register_secret(config.optimizer.token)
     log.debug("loaded %s: %d connector(s)", source, len(config.connectors))
@@ -136,8 +139,26 @@ def require_optimizer(config: ServoConfig) -> OptimizerConfig:
 def _labelled(sources: dict[Loc, str], env: Mapping[str, str], dotenv_file: str) -> dict[Loc, str]:
     """Each key's variable as its label: ``env NAME``, or ``PATH NAME`` when it came from ``.env``."""
     return {
-        loc: env_label(name, None if env.get(name, "").strip() else dotenv_file) for loc, name in sources.items()
+        loc: env_label(name, None if env.get(name, "").strip() else dotenv_file)
+        for loc, name in sources.items()
     }
+
+
+def _from_variables(problems: list[ConfigProblem], env_sources: dict[Loc, str]) -> list[ConfigProblem]:
+    """``problems`` with those at or under a key a variable set naming that variable as their source."""
+    keys = {key_path(loc): label for loc, label in env_sources.items()}
+    relabelled = []
+    for problem in problems:
+        label = next(
+            (
+                label
+                for key, label in keys.items()
+                if problem.key == key or problem.key.startswith((f"{key}.", f"{key}["))
+            ),
+            None,
+        )
+        relabelled.append(dataclasses.replace(problem, source=label) if label else problem)
+    return relabelled
 
 
 def _anchor_token_file(raw: dict[str, Any], file: Path) -> None:
@@ -161,6 +182,15 @@ def _anchor_secret_file(raw: dict[str, Any], file: Path) -> None:
     if isinstance(secret_file, str) and secret_file.strip():
         if not os.path.isabs(os.path.expanduser(secret_file)):
             convention["secret_file"] = str(file.parent / secret_file)
+
+
+def _anchor_ca_bundle(raw: dict[str, Any], file: Path) -> None:
+    """As ``_anchor_token_file``, for ``settings.ca_bundle``."""
+    settings = raw.get("settings")
+    ca_bundle = settings.get("ca_bundle") if isinstance(settings, dict) else None
+    if isinstance(ca_bundle, str) and ca_bundle.strip():
+        if not os.path.isabs(os.path.expanduser(ca_bundle)):
+            settings["ca_bundle"] = str(file.parent / ca_bundle)  # type: ignore[index]  # a dict, checked above
 
 
 def _connector_problems(
