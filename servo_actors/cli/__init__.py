@@ -27,6 +27,7 @@ from servo_actors.cli.kube_cmds import kube_cmd
 from servo_actors.cli.operations import adjust_cmd, check_cmd, describe_cmd, measure_cmd
 from servo_actors.cli.optimizer_cmds import optimizer
 from servo_actors.cli.run_cmd import run_cmd
+from servo_actors.cli.servox_cmd import import_servox_cmd
 from servo_actors.errors import ServoError
 from servo_actors.logs import LOG_FORMATS, LOG_LEVELS, configure_logging, redact
 
@@ -150,6 +151,7 @@ cli.add_command(run_cmd)
 cli.add_command(demo_cmd)
 cli.add_command(agent_cmd)
 cli.add_command(kube_cmd)
+cli.add_command(import_servox_cmd)
 
 
 def main() -> None:

@@ -46,6 +46,8 @@ from servo_actors.connectors.base import Connector, ConnectorFailure, Control, P
 from servo_actors.connectors.wait import DEFAULT_PROGRESS_INTERVAL, wait_with_progress
 from servo_actors.durations import format_duration
 
+__all__ = ["JOIN_GRACE", "MAX_CONCURRENCY", "METRIC_UNITS", "LoadgenConfig", "LoadgenConnector"]
+
 METRIC_UNITS = {
     "throughput": "rps",
     "error_rate": "ratio",

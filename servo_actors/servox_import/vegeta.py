@@ -1,0 +1,145 @@
+"""servox's ``vegeta`` connector as this project's ``loadgen`` connector.
+
+- ``rate`` (``50/1s``, ``600/1m``, ``50``) becomes requests per second.
+- ``target`` in vegeta's http format (``METHOD URL``, then ``Header: value`` lines) or json format
+  (``{"method", "url", "header", "body"}``, the body base64) becomes ``method``, ``url``,
+  ``headers`` and ``body``. loadgen sends to one URL: several targets, a body read from a file
+  (``@file``) or a ``targets`` file cannot be converted yet (exit 2 naming the key).
+- ``workers`` / ``max_workers``: vegeta starts ``workers`` and adds more to hold the rate (up to
+  ``max_workers``, unbounded by default); loadgen runs ``concurrency`` threads, fixed: the
+  converter writes ``max_workers`` if set, else ``workers``, at most loadgen's limit.
+- The metrics differ (commented on the connector's line): vegeta reported ``throughput`` in
+  requests per minute, ``error_rate`` in percent and ``latency_50th``... in ms; loadgen reports
+  ``throughput`` in rps, ``error_rate`` as a ratio 0-1 and ``latency_p50``, ``latency_p90``,
+  ``latency_p99``, ``latency_max`` (ms). The optimizer's SLOs that name them change with them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from servo_actors.connectors.loadgen import MAX_CONCURRENCY
+from servo_actors.servox_import.conversion import Conversion, Entry, cannot_convert, check_keys
+from servo_actors.servox_import.quantities import duration, requests_per_second
+
+__all__ = ["convert_vegeta"]
+
+_TOP = {
+    "description", "rate", "format", "target", "targets", "connections", "workers", "max_workers",
+    "max_body", "http2", "keepalive", "insecure", "reporting_interval",
+}  # fmt: skip
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")  # what loadgen sends
+VEGETA_WORKERS = 10
+METRICS_NOTE = (
+    "servox's vegeta reported throughput (rpm), error_rate (%), latency_50th/90th/95th/99th/max/mean/total; "
+    "loadgen reports throughput (rps), error_rate (ratio 0-1), latency_p50/p90/p99/max (ms): "
+    "SLOs naming the old ones must change"
+)
+
+
+def convert_vegeta(conversion: Conversion, key: str, settings: Any) -> list[Entry]:
+    source = conversion.source
+    top = check_keys(source, key, settings, _TOP)
+    entry = Entry(name=key, type="loadgen")
+    entry.comment(("type",), METRICS_NOTE)
+    if top.get("targets") is not None:
+        raise cannot_convert(
+            source, f"{key}.targets", "a targets file is not offered by loadgen yet: give one target"
+        )
+    target = top.get("target")
+    if not isinstance(target, str) or not target.strip():
+        raise cannot_convert(source, f"{key}.target", "servox requires target or targets")
+    target_format = top.get("format", "http")
+    if target_format == "http":
+        method, url, headers, body = _http_target(source, f"{key}.target", target)
+    elif target_format == "json":
+        method, url, headers, body = _json_target(source, f"{key}.target", target)
+    else:
+        raise cannot_convert(source, f"{key}.format", f"{target_format!r} is not http or json")
+    config = entry.config
+    config["url"] = url
+    config["method"] = method
+    if headers:
+        config["headers"] = headers
+    if body is not None:
+        config["body"] = body
+    if "rate" not in top:
+        raise cannot_convert(source, f"{key}.rate", "servox requires it")
+    try:
+        config["rate"] = requests_per_second(top["rate"])
+    except ValueError as exc:
+        raise cannot_convert(source, f"{key}.rate", str(exc)) from None
+    if config["rate"] == 0:
+        entry.comment(
+            ("config", "rate"), "vegeta's 0 (as fast as max_workers allow): as fast as concurrency allows"
+        )
+    workers = top.get("max_workers") or top.get("workers") or VEGETA_WORKERS
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise cannot_convert(source, f"{key}.workers", f"must be a whole number above 0, not {workers!r}")
+    config["concurrency"] = min(workers, MAX_CONCURRENCY)
+    entry.comment(
+        ("config", "concurrency"),
+        "vegeta's workers grew to hold the rate (up to max_workers); loadgen's threads are fixed"
+        + (f" and at most {MAX_CONCURRENCY}" if workers > MAX_CONCURRENCY else ""),
+    )
+    if top.get("reporting_interval") is not None:
+        try:
+            config["progress_interval"] = duration(top["reporting_interval"])
+        except ValueError as exc:
+            raise cannot_convert(source, f"{key}.reporting_interval", str(exc)) from None
+    for field, default, why in (
+        ("insecure", False, "TLS certificates are always checked by loadgen yet (issue 37, item 5)"),
+        ("keepalive", True, "loadgen always keeps connections alive yet (issue 37, item 5)"),
+        ("http2", True, "loadgen speaks HTTP/1.1"),
+        ("max_body", -1, "loadgen reads every response body whole"),
+        ("connections", 10000, "loadgen holds one connection per thread"),
+    ):
+        if field in top and top[field] != default:
+            conversion.drop(f"{key}.{field}", why)
+    return [entry]
+
+
+def _http_target(source: str, where: str, text: str) -> tuple[str, str, dict[str, str], str | None]:
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+    method, _, url = lines[0].partition(" ")
+    if method.upper() not in _METHODS or not url.strip().startswith(("http://", "https://")):
+        raise cannot_convert(source, where, f"{lines[0]!r} is not METHOD URL")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if line.startswith("@"):
+            raise cannot_convert(source, where, f"a body read from a file ({line}) is not offered by loadgen")
+        first = line.split(" ", 1)[0]
+        if first.upper() in _METHODS:
+            raise cannot_convert(source, where, "several targets: loadgen sends to one URL")
+        name, colon, value = line.partition(":")
+        if not colon:
+            raise cannot_convert(source, where, f"{line!r} is not a header (Name: value)")
+        headers[name.strip()] = value.strip()
+    return method.upper(), url.strip(), headers, None
+
+
+def _json_target(source: str, where: str, text: str) -> tuple[str, str, dict[str, str], str | None]:
+    try:
+        targets = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError as exc:
+        raise cannot_convert(source, where, f"not JSON: {exc.msg}") from None
+    if len(targets) != 1 or not isinstance(targets[0], dict):
+        raise cannot_convert(source, where, "give one JSON target: loadgen sends to one URL")
+    target = targets[0]
+    method, url = str(target.get("method", "")), str(target.get("url", ""))
+    if method.upper() not in _METHODS or not url.startswith(("http://", "https://")):
+        raise cannot_convert(source, where, "a JSON target needs a method and an http(s) url")
+    headers: dict[str, str] = {}
+    for name, values in (target.get("header") or {}).items():
+        items = values if isinstance(values, list) else [values]
+        headers[str(name)] = ", ".join(str(item) for item in items)
+    body = None
+    if target.get("body"):
+        try:
+            body = base64.b64decode(str(target["body"]), validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            raise cannot_convert(source, where, "the body is not base64 of UTF-8 text") from None
+    return method.upper(), url, headers, body
