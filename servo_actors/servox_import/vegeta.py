@@ -91,8 +91,8 @@ def convert_vegeta(conversion: Conversion, key: str, settings: Any) -> list[Entr
         except ValueError as exc:
             raise cannot_convert(source, f"{key}.reporting_interval", str(exc)) from None
     for field, default, why in (
-        ("insecure", False, "TLS certificates are always checked by loadgen yet (issue 37, item 5)"),
-        ("keepalive", True, "loadgen always keeps connections alive yet (issue 37, item 5)"),
+        ("insecure", False, "loadgen always checks TLS certificates (for now: issue 37, item 5)"),
+        ("keepalive", True, "loadgen always keeps connections alive (for now: issue 37, item 5)"),
         ("http2", True, "loadgen speaks HTTP/1.1"),
         ("max_body", -1, "loadgen reads every response body whole"),
         ("connections", 10000, "loadgen holds one connection per thread"),

@@ -218,3 +218,19 @@ def test_a_value_servox_accepts_but_that_does_not_validate_here_exits_2(tmp_path
     result = servo_actors("import-servox", str(source), cwd=tmp_path)
     assert result.returncode == 2
     assert "does not validate" in result.stderr and "connectors[0].config.metrics[0].name" in result.stderr
+
+
+@pytest.mark.timeout(120)
+def test_the_docs_page_shows_what_the_converter_writes(tmp_path: Path) -> None:
+    page = (Path(__file__).parents[2] / "docs" / "coming-from-servox.md").read_text(encoding="utf-8")
+
+    def block(marker: str) -> str:
+        after = page.split(f"<!-- {marker} -->\n```yaml\n", 1)[1]
+        return after.split("```\n", 1)[0]
+
+    example = (DATA / "schema" / "docs-example.yaml").read_text(encoding="utf-8")
+    assert yaml.safe_load(block("servox-example-input")) == yaml.safe_load(example)
+    (tmp_path / "servox.yaml").write_text(block("servox-example-input"), encoding="utf-8")
+    result = servo_actors("import-servox", "servox.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == block("servox-example-output")
