@@ -7,9 +7,9 @@ import json
 import click
 import yaml
 
+from servo_actors import __version__
 from servo_actors.cli.context import CliState, echo_json, format_table, json_option, pass_state
 from servo_actors.config import ServoConfig, read_token
-from servo_actors import __version__
 from servo_actors.config.configmap import DEFAULT_CONFIGMAP_NAME, configmap_manifest
 from servo_actors.config.display import value_sources
 from servo_actors.connectors.registry import connector_type_infos, effective_config, resolve_connector_type
