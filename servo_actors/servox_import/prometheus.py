@@ -1,8 +1,10 @@
 """servox's ``prometheus`` connector as this project's ``prometheus`` connector.
 
 servox's defaults differ: its ``base_url`` is ``https://prometheus:9090`` and a metric's ``step``
-``1m``; both are written out when the servox file leaves them to the default. ``fast_fail.period``
-is ``fast_fail_period``; the SLOs come from the optimizer in both.
+``1m``; both are written out when the servox file leaves them to the default. ``fast_fail``'s
+``period``, ``span``, ``skip`` and ``treat_zero_as_missing`` are ``fast_fail_period``,
+``fast_fail_span`` (servox's default, the period, written out), ``fast_fail_skip`` and
+``fast_fail_treat_zero_as_missing``; the SLOs come from the optimizer in both.
 """
 
 from __future__ import annotations
@@ -81,12 +83,23 @@ def convert_prometheus(conversion: Conversion, key: str, settings: Any) -> list[
         )
     if fast_fail.get("disabled"):
         conversion.drop(f"{key}.fast_fail.disabled", "fast fail is on whenever the optimizer sends SLOs")
-    period = fast_fail.get("period", "1m")
-    for field, default in (("span", period), ("skip", 0), ("treat_zero_as_missing", False)):
-        value = fast_fail.get(field)
-        if value is None or value is False or _same_duration(value, default):
-            continue
-        conversion.drop(f"{key}.fast_fail.{field}", "not offered yet (issue 37, item 5)")
+    span = fast_fail.get("span")
+    config["fast_fail_span"] = converted_duration(
+        source, f"{key}.fast_fail.span", span or fast_fail.get("period", "1m")
+    )
+    entry.comment(
+        ("config", "fast_fail_span"),
+        ("" if span else "servox's default (the period), written out; ")
+        + "servox averaged a metric's series together, here the worst series' mean counts",
+    )
+    if fast_fail.get("skip") is not None and not _same_duration(fast_fail["skip"], 0):
+        config["fast_fail_skip"] = converted_duration(source, f"{key}.fast_fail.skip", fast_fail["skip"])
+        entry.comment(
+            ("config", "fast_fail_skip"),
+            "counted from the window's beginning; servox counted it from the warmup's (and judged the warmup)",
+        )
+    if fast_fail.get("treat_zero_as_missing"):
+        config["fast_fail_treat_zero_as_missing"] = True
     return [entry]
 
 

@@ -123,7 +123,15 @@ def test_settings_prometheus_vegeta_wait_and_kube_metrics(tmp_path: Path) -> Non
     }
     assert data["optimizer"]["url"] == "https://optimizer.example.com/custom/shop"
     prometheus, load, hold = data["connectors"]
-    assert prometheus["config"]["fast_fail_period"] == "30s"
+    fast_fail = {k: v for k, v in prometheus["config"].items() if k.startswith("fast_fail")}
+    assert fast_fail == {
+        "fast_fail_period": "30s",
+        "fast_fail_span": "2m",
+        "fast_fail_skip": "1m",
+        "fast_fail_treat_zero_as_missing": True,
+    }
+    assert "servox counted it from the warmup's" in line_of(text, "fast_fail_skip: 1m")
+    assert not any("fast_fail" in line for line in stderr)
     assert prometheus["config"]["metrics"][1]["step"] == "1m"
     assert "servox's default step" in line_of(text, "step: 1m")
     assert load["type"] == "loadgen"
@@ -139,8 +147,7 @@ def test_settings_prometheus_vegeta_wait_and_kube_metrics(tmp_path: Path) -> Non
     assert "at most 256" in line_of(text, "concurrency: 256")
     assert hold == {"name": "hold", "type": "wait", "config": {}}
     for key in (
-        "settings.proxies", "settings.backoff.__default__.max_tries", "metrics.fast_fail.span",
-        "metrics.fast_fail.skip", "metrics.fast_fail.treat_zero_as_missing", "metrics.streaming_interval",
+        "settings.proxies", "settings.backoff.__default__.max_tries", "metrics.streaming_interval",
         "load.insecure", "load.keepalive", "usage",
     ):  # fmt: skip
         assert any(line.startswith(f"not converted: {key}: ") for line in stderr), key
