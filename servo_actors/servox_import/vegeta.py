@@ -3,8 +3,10 @@
 - ``rate`` (``50/1s``, ``600/1m``, ``50``) becomes requests per second.
 - ``target`` in vegeta's http format (``METHOD URL``, then ``Header: value`` lines) or json format
   (``{"method", "url", "header", "body"}``, the body base64) becomes ``method``, ``url``,
-  ``headers`` and ``body``. loadgen sends to one URL: several targets, a body read from a file
-  (``@file``) or a ``targets`` file cannot be converted yet (exit 2 naming the key).
+  ``headers`` and ``body``; ``targets`` (a file) becomes ``targets_file`` (and ``targets_format``).
+  Several targets, or a body read from a file (``@file``), written inline in ``target`` cannot be
+  converted (exit 2 naming the key): loadgen takes those from a targets file.
+- ``insecure`` and ``keepalive`` are loadgen's own.
 - ``workers`` / ``max_workers``: vegeta starts ``workers`` and adds more to hold the rate (up to
   ``max_workers``, unbounded by default); loadgen runs ``concurrency`` threads, fixed: the
   converter writes ``max_workers`` if set, else ``workers``, at most loadgen's limit.
@@ -22,6 +24,7 @@ import json
 from typing import Any
 
 from servo_actors.connectors.loadgen import MAX_CONCURRENCY
+from servo_actors.connectors.loadgen_targets import METHODS
 from servo_actors.servox_import.conversion import Conversion, Entry, cannot_convert, check_keys
 from servo_actors.servox_import.quantities import duration, requests_per_second
 
@@ -31,7 +34,6 @@ _TOP = {
     "description", "rate", "format", "target", "targets", "connections", "workers", "max_workers",
     "max_body", "http2", "keepalive", "insecure", "reporting_interval",
 }  # fmt: skip
-_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")  # what loadgen sends
 VEGETA_WORKERS = 10
 METRICS_NOTE = (
     "servox's vegeta reported throughput (rpm), error_rate (%), latency_50th/90th/95th/99th/max/mean/total; "
@@ -45,27 +47,32 @@ def convert_vegeta(conversion: Conversion, key: str, settings: Any) -> list[Entr
     top = check_keys(source, key, settings, _TOP)
     entry = Entry(name=key, type="loadgen")
     entry.comment(("type",), METRICS_NOTE)
-    if top.get("targets") is not None:
-        raise cannot_convert(
-            source, f"{key}.targets", "a targets file is not offered by loadgen yet: give one target"
-        )
-    target = top.get("target")
-    if not isinstance(target, str) or not target.strip():
-        raise cannot_convert(source, f"{key}.target", "servox requires target or targets")
     target_format = top.get("format", "http")
-    if target_format == "http":
-        method, url, headers, body = _http_target(source, f"{key}.target", target)
-    elif target_format == "json":
-        method, url, headers, body = _json_target(source, f"{key}.target", target)
-    else:
+    if target_format not in ("http", "json"):
         raise cannot_convert(source, f"{key}.format", f"{target_format!r} is not http or json")
     config = entry.config
-    config["url"] = url
-    config["method"] = method
-    if headers:
-        config["headers"] = headers
-    if body is not None:
-        config["body"] = body
+    target = top.get("target")
+    if top.get("targets") is not None:
+        config["targets_file"] = str(top["targets"])
+        entry.comment(
+            ("config", "targets_file"),
+            "read relative to the working directory, as vegeta did; a body file (@PATH) relative to it",
+        )
+        if target_format == "json":
+            config["targets_format"] = "json"
+    elif not isinstance(target, str) or not target.strip():
+        raise cannot_convert(source, f"{key}.target", "servox requires target or targets")
+    else:
+        if target_format == "http":
+            method, url, headers, body = _http_target(source, f"{key}.target", target)
+        else:
+            method, url, headers, body = _json_target(source, f"{key}.target", target)
+        config["url"] = url
+        config["method"] = method
+        if headers:
+            config["headers"] = headers
+        if body is not None:
+            config["body"] = body
     if "rate" not in top:
         raise cannot_convert(source, f"{key}.rate", "servox requires it")
     try:
@@ -90,9 +97,12 @@ def convert_vegeta(conversion: Conversion, key: str, settings: Any) -> list[Entr
             config["progress_interval"] = duration(top["reporting_interval"])
         except ValueError as exc:
             raise cannot_convert(source, f"{key}.reporting_interval", str(exc)) from None
+    for field in ("insecure", "keepalive"):
+        if field in top:
+            if not isinstance(top[field], bool):
+                raise cannot_convert(source, f"{key}.{field}", f"must be true or false, not {top[field]!r}")
+            config[field] = top[field]
     for field, default, why in (
-        ("insecure", False, "loadgen always checks TLS certificates (for now: issue 37, item 5)"),
-        ("keepalive", True, "loadgen always keeps connections alive (for now: issue 37, item 5)"),
         ("http2", True, "loadgen speaks HTTP/1.1"),
         ("max_body", -1, "loadgen reads every response body whole"),
         ("connections", 10000, "loadgen holds one connection per thread"),
@@ -105,15 +115,21 @@ def convert_vegeta(conversion: Conversion, key: str, settings: Any) -> list[Entr
 def _http_target(source: str, where: str, text: str) -> tuple[str, str, dict[str, str], str | None]:
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
     method, _, url = lines[0].partition(" ")
-    if method.upper() not in _METHODS or not url.strip().startswith(("http://", "https://")):
+    if method.upper() not in METHODS or not url.strip().startswith(("http://", "https://")):
         raise cannot_convert(source, where, f"{lines[0]!r} is not METHOD URL")
     headers: dict[str, str] = {}
     for line in lines[1:]:
         if line.startswith("@"):
-            raise cannot_convert(source, where, f"a body read from a file ({line}) is not offered by loadgen")
+            raise cannot_convert(
+                source,
+                where,
+                f"a body read from a file ({line}): put the target in a targets file (vegeta's targets)",
+            )
         first = line.split(" ", 1)[0]
-        if first.upper() in _METHODS:
-            raise cannot_convert(source, where, "several targets: loadgen sends to one URL")
+        if first.upper() in METHODS:
+            raise cannot_convert(
+                source, where, "several targets: put them in a targets file (vegeta's targets)"
+            )
         name, colon, value = line.partition(":")
         if not colon:
             raise cannot_convert(source, where, f"{line!r} is not a header (Name: value)")
@@ -127,10 +143,12 @@ def _json_target(source: str, where: str, text: str) -> tuple[str, str, dict[str
     except json.JSONDecodeError as exc:
         raise cannot_convert(source, where, f"not JSON: {exc.msg}") from None
     if len(targets) != 1 or not isinstance(targets[0], dict):
-        raise cannot_convert(source, where, "give one JSON target: loadgen sends to one URL")
+        raise cannot_convert(
+            source, where, "several JSON targets: put them in a targets file (vegeta's targets)"
+        )
     target = targets[0]
     method, url = str(target.get("method", "")), str(target.get("url", ""))
-    if method.upper() not in _METHODS or not url.startswith(("http://", "https://")):
+    if method.upper() not in METHODS or not url.startswith(("http://", "https://")):
         raise cannot_convert(source, where, "a JSON target needs a method and an http(s) url")
     headers: dict[str, str] = {}
     for name, values in (target.get("header") or {}).items():

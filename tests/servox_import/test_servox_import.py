@@ -40,10 +40,11 @@ def servo_actors(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def convert(path: Path, tmp_path: Path) -> tuple[str, list[str]]:
     """The converted servo.yaml's text (written with -o) and the stderr lines; validate passed on it."""
     output = tmp_path / "servo.yaml"
-    result = servo_actors("import-servox", str(path), "-o", str(output), cwd=tmp_path)
+    # In the servox file's folder, as servox ran: files it names (vegeta's targets) are relative to it.
+    result = servo_actors("import-servox", str(path), "-o", str(output), cwd=path.parent)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
-    checked = servo_actors("-c", str(output), "validate", cwd=tmp_path)
+    checked = servo_actors("-c", str(output), "validate", cwd=path.parent)
     assert checked.returncode == 0, checked.stderr + output.read_text()
     assert checked.stdout.startswith("OK: ")
     return output.read_text(encoding="utf-8"), result.stderr.splitlines()
@@ -143,12 +144,13 @@ def test_settings_prometheus_vegeta_wait_and_kube_metrics(tmp_path: Path) -> Non
         "rate": 10.0,
         "concurrency": 256,
     }
+    assert (load["config"]["insecure"], load["config"]["keepalive"]) == (True, False)
     assert "latency_p50" in line_of(text, "type: loadgen")
     assert "at most 256" in line_of(text, "concurrency: 256")
     assert hold == {"name": "hold", "type": "wait", "config": {}}
     for key in (
         "settings.proxies", "settings.backoff.__default__.max_tries", "metrics.streaming_interval",
-        "load.insecure", "load.keepalive", "usage",
+        "usage",
     ):  # fmt: skip
         assert any(line.startswith(f"not converted: {key}: ") for line in stderr), key
 
@@ -241,3 +243,11 @@ def test_the_docs_page_shows_what_the_converter_writes(tmp_path: Path) -> None:
     result = servo_actors("import-servox", "servox.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout == block("servox-example-output")
+
+
+@pytest.mark.timeout(120)
+def test_vegeta_targets_file_becomes_loadgens(tmp_path: Path) -> None:
+    text, stderr = convert(DATA / "schema" / "vegeta-targets-file.yaml", tmp_path)
+    (load,) = yaml.safe_load(text)["connectors"]
+    assert load["config"]["targets_file"] == "vegeta-targets.txt" and "url" not in load["config"]
+    assert "relative to the working directory" in line_of(text, "targets_file: vegeta-targets.txt")
