@@ -23,6 +23,7 @@ from servo_actors.cli.agent_cmd import agent_cmd
 from servo_actors.cli.config_cmds import config_cmd, connectors_cmd, schema_cmd, validate_cmd
 from servo_actors.cli.context import CliState, SignalAwareGroup
 from servo_actors.cli.demo_cmd import demo_cmd
+from servo_actors.cli.init_cmd import init_cmd
 from servo_actors.cli.kube_cmds import kube_cmd
 from servo_actors.cli.operations import adjust_cmd, check_cmd, describe_cmd, measure_cmd
 from servo_actors.cli.optimizer_cmds import optimizer
@@ -152,6 +153,7 @@ cli.add_command(demo_cmd)
 cli.add_command(agent_cmd)
 cli.add_command(kube_cmd)
 cli.add_command(import_servox_cmd)
+cli.add_command(init_cmd)
 
 
 def main() -> None:
