@@ -12,7 +12,12 @@ from servo_actors.cli.context import CliState, echo_json, format_table, json_opt
 from servo_actors.config import ServoConfig, read_token
 from servo_actors.config.configmap import DEFAULT_CONFIGMAP_NAME, configmap_manifest
 from servo_actors.config.display import value_sources
-from servo_actors.connectors.registry import connector_type_infos, effective_config, resolve_connector_type
+from servo_actors.connectors.registry import (
+    connector_type_infos,
+    effective_config,
+    resolve_connector_type,
+    validate_connector_config,
+)
 from servo_actors.errors import ConfigError, UsageError
 
 __all__ = [
@@ -78,12 +83,28 @@ def validate_cmd(state: CliState) -> None:
     """Check the configuration: exit 0, or 2 with every problem found.
 
     Checks the YAML, every key and value, each connector's type (it must import) and its config,
-    and that the optimizer's token file (if any) can be read.
+    and that the optimizer's token file (if any) can be read. What a connector's config names
+    outside the file and is not there (a missing kubeconfig) is a warning on stderr, in the words
+    ``check`` uses: the file is still valid, exit 0.
     """
     config = state.config
     if config.optimizer is not None:
         read_token(config.optimizer)
-    click.echo(f"OK: {config.source} is valid ({_summary(config)})")
+    warnings = _warnings(config)
+    for name, warning in warnings:
+        click.echo(f"warning: connector {name!r}: {warning} (check and run will fail on it)", err=True)
+    counted = f", with {len(warnings)} warning{'' if len(warnings) == 1 else 's'}" if warnings else ""
+    click.echo(f"OK: {config.source} is valid ({_summary(config)}){counted}")
+
+
+def _warnings(config: ServoConfig) -> list[tuple[str, str]]:
+    """Each connector's ``config_warnings``: what the file names but is not there."""
+    found = []
+    for spec in config.connectors:
+        connector_class = resolve_connector_type(spec.type)
+        settings = validate_connector_config(connector_class, spec.config)
+        found += [(spec.name, warning) for warning in connector_class.config_warnings(settings)]
+    return found
 
 
 def _summary(config: ServoConfig) -> str:

@@ -16,7 +16,9 @@ Output: an aligned table on stdout (colour only on a terminal, never with ``NO_C
 ``data`` is, by operation: describe ``{"components", "metrics"}`` (protocol.md's descriptor
 parts), measure ``{"metrics", "annotations"}``, adjust ``{"components"}`` (the components the
 adjusted connectors now hold), check ``{"checks": [{"connector", "name", "success", "message"}]}``;
-``connectors`` is each connector's own outcome.
+``connectors`` is each connector's own outcome. A ``check`` whose operation ran but one of whose
+checks failed says so as the exit code does: status ``failed``, reason ``check-failed``, the
+message naming the failed checks (and so does each connector with a failed check).
 
 While ``measure`` or ``adjust`` runs and stderr is a terminal, one self-rewriting progress line
 goes to stderr. ``measure`` without ``-d`` measures for ``DEFAULT_MEASURE_DURATION`` (0 s: each
@@ -151,9 +153,12 @@ def check_cmd(state: CliState, as_json: bool) -> None:
     if identity is not None:
         checks.append(identity)
     failed_checks = [c for c in checks if not c.get("success")]
+    failure = _checks_failure(failed_checks, len(checks))
     if as_json:
         payload = _payload(result)
         payload["data"] = {**payload["data"], "checks": checks}
+        if failure is not None:
+            _mark_checks_failed(payload, failed_checks, failure)
         echo_json(_with_placement(payload, placement))
     else:
         rows = []
@@ -171,12 +176,37 @@ def check_cmd(state: CliState, as_json: bool) -> None:
         click.echo(_table(["CONNECTOR", "CHECK", "RESULT", "MESSAGE"], rows))
         _echo_placement(placement)
     _raise_unless_ok(result)
-    if failed_checks:
-        named = "; ".join(
-            f"connector {c.get('connector')!r}: {c.get('name')}: {c.get('message') or 'failed'}"
-            for c in failed_checks
-        )
-        raise ConnectorError(f"{len(failed_checks)} of {len(checks)} checks failed: {named}")
+    if failure is not None:
+        raise ConnectorError(failure)
+
+
+CHECK_FAILED = "check-failed"
+"""The reason ``check --json`` gives when the operation ran but one of its checks failed."""
+
+
+def _checks_failure(failed_checks: Sequence[dict[str, Any]], total: int) -> str | None:
+    """The sentence naming every failed check (None when none failed): stderr's line and the JSON's message."""
+    if not failed_checks:
+        return None
+    named = "; ".join(
+        f"connector {c.get('connector')!r}: {c.get('name')}: {c.get('message') or 'failed'}"
+        for c in failed_checks
+    )
+    return f"{len(failed_checks)} of {total} checks failed: {named}"
+
+
+def _mark_checks_failed(
+    payload: dict[str, Any], failed_checks: Sequence[dict[str, Any]], failure: str
+) -> None:
+    """A failed check fails the result, as the exit code says: the aggregate and each connector with
+    a failed check say ``failed`` (reason ``check-failed``) unless they already failed otherwise."""
+    if payload["status"] == "ok":
+        payload.update(status="failed", reason=CHECK_FAILED, message=failure)
+    for name, part in payload["connectors"].items():
+        mine = [c for c in failed_checks if c.get("connector") == name]
+        if mine and part["status"] == "ok":
+            message = "; ".join(f"{c.get('name')}: {c.get('message') or 'failed'}" for c in mine)
+            part.update(status="failed", reason=CHECK_FAILED, message=message)
 
 
 def _identity_check(config: ServoConfig) -> dict[str, Any] | None:
