@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import yaml
@@ -61,13 +61,15 @@ def connector_env_stem(name: str) -> str:
     return f"{CONNECTOR_ENV_PREFIX}{_NOT_ALNUM.sub('_', name).upper()}_"
 
 
-def apply_connector_env(raw: dict[str, Any], env: Mapping[str, str]) -> dict[Loc, str]:
+def apply_connector_env(
+    raw: dict[str, Any], env: Mapping[str, str], *, label: Callable[[str], str] = lambda name: f"env {name}"
+) -> dict[Loc, str]:
     """Write each ``SERVO_<CONNECTOR>_<FIELD>`` of ``env`` into ``raw`` (the parsed file, in place).
 
     Returns which keys were set, as locs from the top (``("connectors", 0, "config", "timeout")``)
     to the variable's name. Raises ConfigError naming the variable when its value is not YAML or
     its path cannot be followed (an index past a list's end, a key under a value that is not a
-    mapping).
+    mapping). ``label`` names a variable in an error (``env NAME``, or the ``.env`` file's path).
     """
     entries = raw.get("connectors")
     if not isinstance(entries, list):
@@ -93,9 +95,9 @@ def apply_connector_env(raw: dict[str, Any], env: Mapping[str, str]) -> dict[Loc
         if not all(path):
             raise ConfigError(
                 f"{variable[len(stem) :]!r} is not a key path (KEY, or KEY__SUBKEY: no empty part)",
-                source=f"env {variable}",
+                source=label(variable),
             )
-        value = _parse_value(variable, text)
+        value = _parse_value(label(variable), text)
         entry = entries[index]
         loc: Loc = ("connectors", index, "config", *(_index_or_key(part) for part in path))
         if is_secret_key(loc):
@@ -105,7 +107,7 @@ def apply_connector_env(raw: dict[str, Any], env: Mapping[str, str]) -> dict[Loc
             config = entry["config"] = {}
         if not isinstance(config, dict):
             continue  # validation reports the file's config that is not a mapping
-        _set_path(config, loc[3:], value, variable)
+        _set_path(config, loc[3:], value, label(variable))
         sources[loc] = variable
         log.debug("connector %s: %s set from %s", entry["name"], ".".join(path), variable)
     return sources
@@ -115,15 +117,15 @@ def _index_or_key(part: str) -> str | int:
     return int(part) if part.isdigit() else part
 
 
-def _parse_value(variable: str, text: str) -> Any:
+def _parse_value(source: str, text: str) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or "not valid YAML"
-        raise ConfigError(f"the value is not a YAML value: {problem}", source=f"env {variable}") from None
+        raise ConfigError(f"the value is not a YAML value: {problem}", source=source) from None
 
 
-def _set_path(target: dict[str, Any], path: Loc, value: Any, variable: str) -> None:
+def _set_path(target: dict[str, Any], path: Loc, value: Any, source: str) -> None:
     """``target[path[0]][path[1]]... = value``: mappings are created, list items must exist."""
     current: Any = target
     for depth, part in enumerate(path):
@@ -131,23 +133,19 @@ def _set_path(target: dict[str, Any], path: Loc, value: Any, variable: str) -> N
         where = ".".join(str(p) for p in path[:depth]) or "config"
         if isinstance(current, list):
             if not isinstance(part, int):
-                raise ConfigError(
-                    f"{where} is a list: give an item's index, not {part!r}", source=f"env {variable}"
-                )
+                raise ConfigError(f"{where} is a list: give an item's index, not {part!r}", source=source)
             if part >= len(current):
                 raise ConfigError(
                     f"{where} has {len(current)} item(s): no index {part} (a variable can change an "
                     "item, not add one)",
-                    source=f"env {variable}",
+                    source=source,
                 )
         elif isinstance(current, dict):
             part = str(part)
             if not last and current.get(part) is None:
                 current[part] = {}
         else:
-            raise ConfigError(
-                f"{where} is not a mapping or a list: nothing to set under it", source=f"env {variable}"
-            )
+            raise ConfigError(f"{where} is not a mapping or a list: nothing to set under it", source=source)
         if last:
             current[part] = value
         else:

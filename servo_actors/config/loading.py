@@ -95,11 +95,17 @@ def load_config(
     file_data = copy.deepcopy(raw)  # as the file has it, for config --sources
     dotenv_path, dotenv = read_dotenv(file)
     variables = {**dotenv, **env}
-    env_sources = _labelled(
-        {**apply_env_overrides(raw, variables), **apply_connector_env(raw, variables)},
-        env,
-        str(dotenv_path),
-    )
+
+    def label(name: str) -> str:
+        return env_label(name, None if env.get(name, "").strip() else str(dotenv_path))
+
+    env_sources = {
+        loc: label(name)
+        for loc, name in {
+            **apply_env_overrides(raw, variables),
+            **apply_connector_env(raw, variables, label=label),
+        }.items()
+    }
 
     problems: list[ConfigProblem] = []
     config: ServoConfig | None = None
@@ -134,14 +140,6 @@ def require_optimizer(config: ServoConfig) -> OptimizerConfig:
             key="optimizer",
         )
     return config.optimizer
-
-
-def _labelled(sources: dict[Loc, str], env: Mapping[str, str], dotenv_file: str) -> dict[Loc, str]:
-    """Each key's variable as its label: ``env NAME``, or ``PATH NAME`` when it came from ``.env``."""
-    return {
-        loc: env_label(name, None if env.get(name, "").strip() else dotenv_file)
-        for loc, name in sources.items()
-    }
 
 
 def _from_variables(problems: list[ConfigProblem], env_sources: dict[Loc, str]) -> list[ConfigProblem]:

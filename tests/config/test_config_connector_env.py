@@ -152,3 +152,12 @@ def test_a_secret_looking_field_from_a_variable_is_masked(run_cli, write_config)
     assert result.exit_code == 0, result.stderr
     assert "sekrit" not in result.output
     assert "env SERVO_LOAD_HEADERS__AUTHORIZATION" in result.output
+
+
+def test_a_bad_value_from_dotenv_names_the_file(write_config, tmp_path) -> None:
+    path = write_config(CONFIG)
+    (tmp_path / ".env").write_text("SERVO_PROM_RETRIES=[unclosed\n", encoding="utf-8")
+    with pytest.raises(
+        ConfigError, match=rf"^{tmp_path / '.env'} SERVO_PROM_RETRIES: the value is not a YAML value"
+    ):
+        load_config(path, env={})
