@@ -9,6 +9,7 @@
         method: GET
         rate: 50              # requests/s over all threads; 0 = as fast as concurrency allows
         concurrency: 4        # threads, each with one connection
+        max_concurrency: null # with a rate: threads added up to this many while the rate is not held
         timeout: 5s           # per request (connect, and each read)
         headers: {Accept: application/json}
         body: null
@@ -35,8 +36,9 @@ all single readings ``{"unit": ..., "value": ...}`` over the measured window:
 The delay of the control is not waited for: load stops when the window ends. Requests ignore
 proxy settings from the environment: the load goes straight to the targets.
 
-servox's vegeta connector had these options; ``concurrency`` is its ``workers``, but fixed:
-vegeta added workers (up to ``max_workers``) when the rate could not be held.
+servox's vegeta connector had these options; ``concurrency`` is its ``workers`` and
+``max_concurrency`` its ``max_workers``: with a rate, a thread is added (up to
+``max_concurrency``) each time a request goes out more than one interval late.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ import math
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,6 +98,9 @@ class LoadgenConfig(BaseModel):
     method: str = "GET"
     rate: float = Field(0.0, ge=0.0)
     concurrency: int = Field(4, ge=1, le=MAX_CONCURRENCY)
+    max_concurrency: int | None = Field(None, ge=1, le=MAX_CONCURRENCY)
+    """With a rate: more threads are started, up to this many, while the rate is not held (vegeta's
+    max_workers); null: concurrency threads, fixed."""
     timeout: Duration = 5.0
     # Headers may carry credentials: kept out of repr and logs.
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
@@ -118,6 +124,14 @@ class LoadgenConfig(BaseModel):
         if method not in METHODS:
             raise ValueError(f"{value!r} is not one of {', '.join(METHODS)}")
         return method
+
+    @model_validator(mode="after")
+    def _growth(self) -> LoadgenConfig:
+        if self.max_concurrency is not None and self.max_concurrency < self.concurrency:
+            raise ValueError(
+                f"max_concurrency ({self.max_concurrency}) is below concurrency ({self.concurrency})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _url_or_targets(self) -> LoadgenConfig:
@@ -166,11 +180,57 @@ class _Pacer:
         self._next = time.monotonic()
         self._lock = threading.Lock()
 
-    def next_slot(self) -> float:
+    def next_slot(self) -> tuple[float, bool]:
+        """The next send time, and whether the schedule is behind (that slot was due more than
+        one gap ago: the workers cannot hold the rate)."""
         with self._lock:
-            slot = max(self._next, time.monotonic())
+            now = time.monotonic()
+            behind = self._gap > 0 and now - self._next > self._gap
+            slot = max(self._next, now)
             self._next = slot + self._gap
-            return slot
+            return slot, behind
+
+
+class _Crew:
+    """The worker threads of one measurement: ``start`` more while there is room, ``join`` them all."""
+
+    def __init__(self, name: str, work: Callable[[list[_Sample]], None], run: _Run, limit: int) -> None:
+        self._name = name
+        self._work = work
+        self._run = run
+        self._limit = limit
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        with self._lock:
+            return len(self._threads)
+
+    def start(self, count: int = 1) -> None:
+        with self._lock:
+            for _ in range(count):
+                if len(self._threads) >= self._limit or self._run.stop.is_set():
+                    return
+                samples: list[_Sample] = []
+                self._run.samples.append(samples)
+                # Daemon: a worker stuck past the join bound must not keep the process alive.
+                thread = threading.Thread(
+                    target=self._work,
+                    args=(samples,),
+                    name=f"loadgen-{self._name}-{len(self._threads)}",
+                    daemon=True,
+                )
+                thread.start()
+                self._threads.append(thread)
+
+    def join(self, seconds: float) -> None:
+        """Wait for every thread, ``seconds`` in all (no thread starts once the run is stopped)."""
+        join_by = time.monotonic() + seconds
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(max(0.0, join_by - time.monotonic()))
 
 
 class _Rotation:
@@ -216,19 +276,13 @@ class LoadgenConnector(Connector):
                 self.name,
                 self.config.what,
             )
-        workers = []
-        for index in range(self.config.concurrency):
-            samples: list[_Sample] = []
-            run.samples.append(samples)
-            # Daemon: a worker stuck past the join bound must not keep the process alive.
-            worker = threading.Thread(
-                target=self._work,
-                args=(run, pacer, rotation, samples),
-                name=f"loadgen-{self.name}-{index}",
-                daemon=True,
-            )
-            worker.start()
-            workers.append(worker)
+        crew = _Crew(
+            self.name,
+            lambda samples: self._work(run, pacer, rotation, crew, samples),
+            run,
+            self.config.max_concurrency or self.config.concurrency,
+        )
+        crew.start(self.config.concurrency)
         try:
             wait_with_progress(
                 total,
@@ -238,9 +292,7 @@ class LoadgenConnector(Connector):
             )
         finally:
             run.stop.set()
-            join_by = time.monotonic() + self.config.timeout + JOIN_GRACE
-            for worker in workers:
-                worker.join(max(0.0, join_by - time.monotonic()))
+            crew.join(self.config.timeout + JOIN_GRACE)
         window = [s for samples in run.samples for s in list(samples) if window_start <= s.started < run.ends]
         if not window:
             raise ConnectorFailure(
@@ -249,22 +301,29 @@ class LoadgenConnector(Connector):
                 reason="no-data",
             )
         values = _metrics(window, control.duration)
+        grew = (
+            f"; threads grew to {crew.size} to hold the rate" if crew.size > self.config.concurrency else ""
+        )
         return {
             "metrics": {
                 name: {"unit": METRIC_UNITS[name], "value": values[name]}
                 for name in metrics
                 if name in values
             },
-            "annotations": {"loadgen": f"{len(window)} requests to {self.config.what}"},
+            "annotations": {"loadgen": f"{len(window)} requests to {self.config.what}{grew}"},
         }
 
-    def _work(self, run: _Run, pacer: _Pacer, rotation: _Rotation, samples: list[_Sample]) -> None:
+    def _work(
+        self, run: _Run, pacer: _Pacer, rotation: _Rotation, crew: _Crew, samples: list[_Sample]
+    ) -> None:
         config = self.config
         extra = {} if config.keepalive else {"Connection": "close"}
         with requests.Session() as session:
             session.trust_env = False  # no proxies or .netrc: the load goes straight to the target
             while not run.stop.is_set():
-                slot = pacer.next_slot()
+                slot, behind = pacer.next_slot()
+                if behind:
+                    crew.start()  # a no-op at the limit (max_concurrency, else concurrency)
                 if slot >= run.ends or run.stop.wait(max(0.0, slot - time.monotonic())):
                     return
                 target = rotation.next()

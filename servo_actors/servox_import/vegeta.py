@@ -8,8 +8,8 @@
   converted (exit 2 naming the key): loadgen takes those from a targets file.
 - ``insecure`` and ``keepalive`` are loadgen's own.
 - ``workers`` / ``max_workers``: vegeta starts ``workers`` and adds more to hold the rate (up to
-  ``max_workers``, unbounded by default); loadgen runs ``concurrency`` threads, fixed: the
-  converter writes ``max_workers`` if set, else ``workers``, at most loadgen's limit.
+  ``max_workers``, unbounded by default): loadgen's ``concurrency`` and ``max_concurrency`` (at
+  most 256; unbounded becomes 256, commented).
 - The metrics differ (commented on the connector's line): vegeta reported ``throughput`` in
   requests per minute, ``error_rate`` in percent and ``latency_50th``... in ms; loadgen reports
   ``throughput`` in rps, ``error_rate`` as a ratio 0-1 and ``latency_p50``, ``latency_p90``,
@@ -83,15 +83,25 @@ def convert_vegeta(conversion: Conversion, key: str, settings: Any) -> list[Entr
         entry.comment(
             ("config", "rate"), "vegeta's 0 (as fast as max_workers allow): as fast as concurrency allows"
         )
-    workers = top.get("max_workers") or top.get("workers") or VEGETA_WORKERS
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise cannot_convert(source, f"{key}.workers", f"must be a whole number above 0, not {workers!r}")
+    workers = _count(source, f"{key}.workers", top.get("workers", VEGETA_WORKERS))
     config["concurrency"] = min(workers, MAX_CONCURRENCY)
-    entry.comment(
-        ("config", "concurrency"),
-        "vegeta's workers grew to hold the rate (up to max_workers); loadgen's threads are fixed"
-        + (f" and at most {MAX_CONCURRENCY}" if workers > MAX_CONCURRENCY else ""),
-    )
+    if workers > MAX_CONCURRENCY:
+        entry.comment(
+            ("config", "concurrency"), f"vegeta's {workers} workers: loadgen runs at most {MAX_CONCURRENCY}"
+        )
+    if top.get("max_workers") is not None:
+        most = _count(source, f"{key}.max_workers", top["max_workers"])
+        config["max_concurrency"] = max(config["concurrency"], min(most, MAX_CONCURRENCY))
+        if most > MAX_CONCURRENCY:
+            entry.comment(
+                ("config", "max_concurrency"), f"vegeta's {most}: loadgen runs at most {MAX_CONCURRENCY}"
+            )
+    elif config["rate"] > 0:
+        config["max_concurrency"] = MAX_CONCURRENCY
+        entry.comment(
+            ("config", "max_concurrency"),
+            f"vegeta's max_workers was unbounded (workers added while the rate is not held); {MAX_CONCURRENCY} here",
+        )
     if top.get("reporting_interval") is not None:
         try:
             config["progress_interval"] = duration(top["reporting_interval"])
@@ -161,3 +171,9 @@ def _json_target(source: str, where: str, text: str) -> tuple[str, str, dict[str
         except (binascii.Error, UnicodeDecodeError):
             raise cannot_convert(source, where, "the body is not base64 of UTF-8 text") from None
     return method.upper(), url, headers, body
+
+
+def _count(source: str, where: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise cannot_convert(source, where, f"must be a whole number above 0, not {value!r}")
+    return value

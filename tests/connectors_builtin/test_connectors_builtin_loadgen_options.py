@@ -162,3 +162,34 @@ def test_keepalive_false_opens_a_connection_per_request(http_server, progress) -
     connector(url=closed_server.url, keepalive=False).measure(["throughput"], Control(duration=0.5), progress)
     assert len(kept) >= 3 and len({r["port"] for r in kept}) == 1
     assert len(closed) >= 3 and len({r["port"] for r in closed}) == len(closed)
+
+
+def slow(seen: list[dict[str, Any]], delay: float):  # type: ignore[no-untyped-def]
+    """A ``respond`` that takes ``delay`` seconds and records each request's client port."""
+
+    def respond(handler: BaseHTTPRequestHandler, number: int, release: threading.Event) -> tuple[int, bytes]:
+        seen.append({"port": handler.client_address[1]})
+        release.wait(delay)
+        return 200, b"ok"
+
+    return respond
+
+
+@pytest.mark.timeout(60)
+def test_max_concurrency_adds_threads_while_the_rate_is_not_held(http_server, progress) -> None:
+    # One thread answers at most 10 requests/s from a server taking 100 ms: a rate of 40 needs more.
+    fixed_seen: list[dict[str, Any]] = []
+    grown_seen: list[dict[str, Any]] = []
+    fixed_server, grown_server = http_server(slow(fixed_seen, 0.1)), http_server(slow(grown_seen, 0.1))
+    connector(url=fixed_server.url, rate=40).measure(["throughput"], Control(duration=1.0), progress)
+    grown = connector(url=grown_server.url, rate=40, max_concurrency=6).measure(
+        ["throughput"], Control(duration=1.0), progress
+    )
+    assert len({r["port"] for r in fixed_seen}) == 1  # each thread has one connection
+    assert 2 <= len({r["port"] for r in grown_seen}) <= 6
+    assert "threads grew to" in grown["annotations"]["loadgen"]
+
+
+def test_max_concurrency_is_not_below_concurrency() -> None:
+    with pytest.raises(ValidationError, match="is below concurrency"):
+        LoadgenConfig.model_validate({"url": "http://127.0.0.1:9/", "concurrency": 4, "max_concurrency": 2})

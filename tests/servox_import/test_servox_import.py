@@ -136,17 +136,21 @@ def test_settings_prometheus_vegeta_wait_and_kube_metrics(tmp_path: Path) -> Non
     assert prometheus["config"]["metrics"][1]["step"] == "1m"
     assert "servox's default step" in line_of(text, "step: 1m")
     assert load["type"] == "loadgen"
-    assert {k: load["config"][k] for k in ("url", "method", "headers", "body", "rate", "concurrency")} == {
+    assert {
+        k: load["config"][k]
+        for k in ("url", "method", "headers", "body", "rate", "concurrency", "max_concurrency")
+    } == {
         "url": "http://shop.default.svc:8080/cart",
         "method": "POST",
         "headers": {"Content-Type": "application/json"},
         "body": '{"item": 42}',
         "rate": 10.0,
-        "concurrency": 256,
+        "concurrency": 4,
+        "max_concurrency": 256,
     }
     assert (load["config"]["insecure"], load["config"]["keepalive"]) == (True, False)
     assert "latency_p50" in line_of(text, "type: loadgen")
-    assert "at most 256" in line_of(text, "concurrency: 256")
+    assert "vegeta's 300: loadgen runs at most 256" in line_of(text, "max_concurrency: 256")
     assert hold == {"name": "hold", "type": "wait", "config": {}}
     for key in (
         "settings.proxies", "settings.backoff.__default__.max_tries", "metrics.streaming_interval",
