@@ -30,8 +30,8 @@ class Provenance:
 
     file: str
     """The configuration file, as the user named it."""
-    file_data: dict[str, Any] = field(default_factory=dict)
-    """The file's data as read, before any variable applied."""
+    file_data: dict[str, Any] = field(default_factory=dict, repr=False)
+    """The file's data as read, before any variable applied (out of repr: it may hold a token)."""
     variables: Mapping[Loc, str] = field(default_factory=dict)
     """Key set by a variable -> its label (``env_label``)."""
 
