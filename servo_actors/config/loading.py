@@ -21,7 +21,6 @@ file in one pass rather than one error per run::
 from __future__ import annotations
 
 import copy
-import dataclasses
 import logging
 import os
 from collections.abc import Mapping
@@ -30,13 +29,11 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from servo_actors.config.connector_env import apply_connector_env
-from servo_actors.config.dotenv_file import read_dotenv
-from servo_actors.config.environment import apply_env_overrides
 from servo_actors.config.models import ServoConfig
 from servo_actors.config.optimizer_section import OptimizerConfig
-from servo_actors.config.problems import ConfigProblem, Loc, config_error, key_path, problems_from_validation
-from servo_actors.config.provenance import Provenance, env_label
+from servo_actors.config.problems import ConfigProblem, config_error, problems_from_validation
+from servo_actors.config.provenance import Provenance
+from servo_actors.config.variables import apply_variables, relabel_problems
 from servo_actors.config.yaml_file import read_yaml_mapping
 from servo_actors.errors import ConfigError
 from servo_actors.logs import register_secret
@@ -78,8 +75,8 @@ def load_config(
     *,
     connector_check: ConnectorCheck | None = None,
 ) -> ServoConfig:
-    """The validated configuration, after environment overrides (the process's, over those of the
-    ``.env`` file beside the configuration file: ``dotenv_file``).
+    """The validated configuration, after the variables (``config.variables``: the environment's,
+    over the ``.env`` file's beside the configuration file).
 
     With a ``connector_check``, each connector entry that has no problem of its own is checked by
     it (``servo_actors.connectors.registry`` resolves the type and validates its ``config``);
@@ -93,19 +90,7 @@ def load_config(
     _anchor_secret_file(raw, file)
     _anchor_ca_bundle(raw, file)
     file_data = copy.deepcopy(raw)  # as the file has it, for config --sources
-    dotenv_path, dotenv = read_dotenv(file)
-    variables = {**dotenv, **env}
-
-    def label(name: str) -> str:
-        return env_label(name, None if env.get(name, "").strip() else str(dotenv_path))
-
-    env_sources = {
-        loc: label(name)
-        for loc, name in {
-            **apply_env_overrides(raw, variables),
-            **apply_connector_env(raw, variables, label=label),
-        }.items()
-    }
+    env_sources = apply_variables(raw, file, env)
 
     problems: list[ConfigProblem] = []
     config: ServoConfig | None = None
@@ -114,7 +99,7 @@ def load_config(
     except ValidationError as exc:
         problems += problems_from_validation(exc, model=ServoConfig, source=source, env_sources=env_sources)
     if connector_check is not None:
-        problems += _from_variables(
+        problems += relabel_problems(
             _connector_problems(raw.get("connectors"), source, connector_check, already=problems), env_sources
         )
     if problems or config is None:
@@ -140,23 +125,6 @@ def require_optimizer(config: ServoConfig) -> OptimizerConfig:
             key="optimizer",
         )
     return config.optimizer
-
-
-def _from_variables(problems: list[ConfigProblem], env_sources: dict[Loc, str]) -> list[ConfigProblem]:
-    """``problems`` with those at or under a key a variable set naming that variable as their source."""
-    keys = {key_path(loc): label for loc, label in env_sources.items()}
-    relabelled = []
-    for problem in problems:
-        label = next(
-            (
-                label
-                for key, label in keys.items()
-                if problem.key == key or problem.key.startswith((f"{key}.", f"{key}["))
-            ),
-            None,
-        )
-        relabelled.append(dataclasses.replace(problem, source=label) if label else problem)
-    return relabelled
 
 
 def _anchor_token_file(raw: dict[str, Any], file: Path) -> None:
