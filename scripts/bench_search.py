@@ -31,7 +31,7 @@ points only); a recommendation that truly breaks a constraint, or none, counts a
 (the settings a person would have kept) and is counted in the table.
 
     scripts/bench_search.py [--seeds 20] [--budgets 16,32] [--optuna]
-                            [--demo-seeds 100] [--demo-steps 15,30] [--demo-only] [--write]
+                            [--demo-seeds 200] [--demo-steps 15,30] [--demo-only] [--write]
 
 ``--write`` puts the tables into BENCHMARKS.md (section ``bench_search``).
 """
@@ -366,7 +366,7 @@ def main() -> int:
     parser.add_argument("--budgets", default="16,32")
     parser.add_argument("--noise", type=float, default=0.05)
     parser.add_argument("--optuna", action="store_true", help="also run Optuna's TPE (throwaway venv)")
-    parser.add_argument("--demo-seeds", type=int, default=100, help="seeds of the demo's own run (table two)")
+    parser.add_argument("--demo-seeds", type=int, default=200, help="seeds of the demo's own run (table two)")
     parser.add_argument("--demo-steps", default="15,30", help="the demo's search steps, baseline not counted")
     parser.add_argument("--demo-only", action="store_true", help="only the demo's own run (no --write)")
     parser.add_argument("--write", action="store_true", help="write the tables into BENCHMARKS.md")
