@@ -68,9 +68,17 @@ def _answer(connector: SyntheticConnector, command: dict[str, Any]) -> tuple[str
         return "DESCRIPTION", {"status": "ok", "reason": "success", "descriptor": descriptor}
     if command["cmd"] == "ADJUST":
         components = connector.adjust(param["state"]["application"]["components"], Control(), _no_progress)
-        return "ADJUSTMENT", {"status": "ok", "reason": "success", "state": {"application": {"components": components}}}
+        return "ADJUSTMENT", {
+            "status": "ok",
+            "reason": "success",
+            "state": {"application": {"components": components}},
+        }
     control = Control(duration=float(param["control"]["duration"]), warmup=float(param["control"]["warmup"]))
-    return "MEASUREMENT", {"status": "ok", "reason": "success", **connector.measure(param["metrics"], control, _no_progress)}
+    return "MEASUREMENT", {
+        "status": "ok",
+        "reason": "success",
+        **connector.measure(param["metrics"], control, _no_progress),
+    }
 
 
 def _demo_recommendation(seed: int) -> dict[str, Any] | None:
