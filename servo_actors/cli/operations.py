@@ -246,18 +246,33 @@ def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -
         f"  [default: {format_duration(DEFAULT_MEASURE_DURATION)}, measure now]"
     ),
 )
+@click.option(
+    "--connector",
+    "connector_names",
+    multiple=True,
+    metavar="NAME",
+    help="Only this connector takes part (repeat for several); default: every one.",
+)
 @json_option
 @pass_state
-def measure_cmd(state: CliState, metrics: tuple[str, ...], duration: float, as_json: bool) -> None:
+def measure_cmd(
+    state: CliState,
+    metrics: tuple[str, ...],
+    duration: float,
+    connector_names: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Measure METRICS (default: every described metric) for DURATION, now.
 
-    Every connector takes part (a load generator runs during each measurement). Unknown metric
+    Every connector takes part (a load generator runs during each measurement), or those named
+    with --connector (servox's --connectors): only they are started. Unknown metric or connector
     names exit 2 before anything is measured. A progress line shows on a terminal.
     """
     from servo_actors.connectors.base import Control
 
     control = Control(duration=duration)
-    with _connectors(state.config, "measure") as (_runtime, path):
+    config = _only_connectors(state.config, connector_names)
+    with _connectors(config, "measure") as (_runtime, path):
         wanted = None
         if metrics:
             described = path.result("describe")
@@ -271,6 +286,21 @@ def measure_cmd(state: CliState, metrics: tuple[str, ...], duration: float, as_j
         rows = _measure_rows(result.data.get("metrics") or {})
         click.echo(_table(["METRIC", "SERIES", "POINTS", "MEAN", "LAST", "UNIT"], rows))
     _raise_unless_ok(result)
+
+
+def _only_connectors(config: ServoConfig, names: Sequence[str]) -> ServoConfig:
+    """``config`` with only the connectors ``names`` (all of them when none is named)."""
+    if not names:
+        return config
+    known = [spec.name for spec in config.connectors]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise UsageError(
+            f"unknown connector(s) {', '.join(unknown)} (configured: {', '.join(known) or 'none'})"
+        )
+    return config.model_copy(
+        update={"connectors": [spec for spec in config.connectors if spec.name in names]}
+    )
 
 
 def _known_metrics(requested: Sequence[str], described: dict[str, Any]) -> list[str]:
