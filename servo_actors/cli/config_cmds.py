@@ -7,17 +7,25 @@ import json
 import click
 import yaml
 
-from servo_actors.cli.context import CliState, echo_json, format_table, json_option, pass_state
+from servo_actors.cli.context import CliState, app_option, echo_json, format_table, json_option, pass_state
 from servo_actors.config import ServoConfig, read_token
 from servo_actors.connectors.registry import connector_type_infos, effective_config, resolve_connector_type
 from servo_actors.errors import ConfigError
 
 __all__ = [
+    "MULTI_DOCUMENT_NOTE",
     "config_cmd",
     "connectors_cmd",
     "schema_cmd",
     "validate_cmd",
 ]
+
+MULTI_DOCUMENT_NOTE = (
+    "The schema of one YAML document. servo.yaml may hold several documents of this shape (separated "
+    "by ---), one per application: each then needs its own optimizer (ORG/APP unique across the "
+    "documents); connector names are unique within a document; settings.metrics, supervisor.convention, "
+    "supervisor.run_dir and supervisor.liveness belong to the whole servo and are the first document's."
+)
 
 
 @click.command("config")
@@ -29,18 +37,22 @@ __all__ = [
     show_default=True,
     help="Output format.",
 )
+@app_option
 @pass_state
-def config_cmd(state: CliState, output_format: str) -> None:
+def config_cmd(state: CliState, output_format: str, app_names: tuple[str, ...]) -> None:
     """Print the effective configuration: the file after environment overrides, with defaults.
 
-    Secrets are shown as **********; a token_file is shown as its path, never its content.
+    Secrets are shown as **********; a token_file is shown as its path, never its content. A file
+    of several applications prints one YAML document per application (JSON: a list of them).
     """
-    data = effective_config(state.config)
+    configs = state.select(app_names)
+    documents = [effective_config(config) for config in configs]
     if output_format == "json":
-        echo_json(data)
+        echo_json(documents[0] if len(documents) == 1 and not state.apps.several else documents)
     else:
         click.echo(
-            yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False), nl=False
+            yaml.safe_dump_all(documents, sort_keys=False, allow_unicode=True, default_flow_style=False),
+            nl=False,
         )
 
 
@@ -52,10 +64,16 @@ def validate_cmd(state: CliState) -> None:
     Checks the YAML, every key and value, each connector's type (it must import) and its config,
     and that the optimizer's token file (if any) can be read.
     """
-    config = state.config
-    if config.optimizer is not None:
-        read_token(config.optimizer)
-    click.echo(f"OK: {config.source} is valid ({_summary(config)})")
+    apps = state.apps
+    for config in apps:
+        if config.optimizer is not None:
+            read_token(config.optimizer)  # its error names the document it came from
+    if not apps.several:
+        click.echo(f"OK: {apps.source} is valid ({_summary(apps.first)})")
+        return
+    click.echo(f"OK: {apps.source} is valid: {len(apps)} applications")
+    for config in apps:
+        click.echo(f"  document {config.document}: {_summary(config)}")
 
 
 def _summary(config: ServoConfig) -> str:
@@ -67,8 +85,14 @@ def _summary(config: ServoConfig) -> str:
 
 @click.command("schema")
 def schema_cmd() -> None:
-    """Print the JSON schema of the configuration file (for editors and linters)."""
-    click.echo(json.dumps(ServoConfig.model_json_schema(), indent=2, ensure_ascii=False))
+    """Print the JSON schema of the configuration file (for editors and linters).
+
+    It is the schema of one YAML document: a file of several applications holds several documents
+    of this shape, each with its own optimizer.
+    """
+    schema = ServoConfig.model_json_schema()
+    schema["$comment"] = MULTI_DOCUMENT_NOTE
+    click.echo(json.dumps(schema, indent=2, ensure_ascii=False))
 
 
 @click.command("connectors")
