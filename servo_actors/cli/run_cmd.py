@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 import click
 
 from servo_actors import signals
-from servo_actors.cli.context import CliState, pass_state, watches_stop_signals
-from servo_actors.errors import ServoError
+from servo_actors.cli.context import CliState, app_option, pass_state, watches_stop_signals
+from servo_actors.errors import ServoError, UsageError
 
 if TYPE_CHECKING:
     from servo_actors.actors import OperationResult
@@ -55,13 +55,25 @@ def _listen_option(ctx: click.Context, param: click.Parameter, value: str | None
     callback=_listen_option,
     help="Serve /metrics, /healthz and /readyz here (overrides settings.metrics.listen).",
 )
+@app_option
 @pass_state
-def run_cmd(state: CliState, check_first: bool, dry_run: bool, metrics_listen: str | None) -> None:
-    """Connect to the optimizer and run the control loop until SIGTERM or SIGINT (then GOODBYE, exit 0)."""
+def run_cmd(
+    state: CliState, check_first: bool, dry_run: bool, metrics_listen: str | None, app_names: tuple[str, ...]
+) -> None:
+    """Connect to the optimizer and run the control loop until SIGTERM or SIGINT (then GOODBYE, exit 0).
+
+    With a servo.yaml of several applications, ``--app ORG/APP`` picks the one to run.
+    """
     from servo_actors.config.loading import require_optimizer
     from servo_actors.runner import Runner
 
-    config = state.config
+    configs = state.select(app_names)
+    if len(configs) > 1:
+        raise UsageError(
+            f"{state.apps.source} holds {len(configs)} applications ({', '.join(c.app or '-' for c in configs)}); "
+            "run serves one application per servo process: choose it with --app ORG/APP"
+        )
+    (config,) = configs
     require_optimizer(config)
     if metrics_listen is not None:
         config.settings.metrics = config.settings.metrics.model_copy(update={"listen": metrics_listen})

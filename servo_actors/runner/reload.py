@@ -36,11 +36,13 @@ class RunnerReload(RunnerState):
         """
         assert self.runtime is not None
         from servo_actors.config.loading import require_optimizer
-        from servo_actors.connectors.registry import load_config
+        from servo_actors.connectors.registry import load_apps
 
         source = self.config_path or "servo.yaml"
         try:
-            new = load_config(self.config_path)
+            apps = load_apps(self.config_path)
+            # A file of several applications: this servo's own (by its ORG/APP) is the one applied.
+            new = apps.by_app(self.config.app or "") if apps.several else apps.first
             require_optimizer(new)
             runtime = ServoRuntime(new)
         except ConfigError as exc:

@@ -80,3 +80,13 @@ def test_a_single_command_needs_a_selection_only_where_one_config_is_required(se
     result = servo.run("describe", "--app", "acme.com/nope")
     assert result.returncode == 2
     assert "no application 'acme.com/nope'" in result.stderr and "acme.com/web, acme.com/db" in result.stderr
+
+
+def test_run_serves_the_application_app_selects(servo) -> None:
+    write_apps(servo, ("acme.com/web", [SYNTHETIC]), ("acme.com/db", [chaos("drill")]))
+    several = servo.run("run", "--dry-run")
+    assert several.returncode == 2
+    assert "holds 2 applications (acme.com/web, acme.com/db)" in several.stderr and "--app" in several.stderr
+    one = servo.run("run", "--dry-run", "--app", "acme.com/db")
+    assert one.returncode == 0, one.stderr
+    assert "drill: drill is alive: ok" in one.stdout and "app:" not in one.stdout
