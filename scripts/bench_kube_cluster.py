@@ -2,7 +2,7 @@
 
     python scripts/bench_kube_cluster.py              # cached build check, 3 x (up, down), one metrics run
     python scripts/bench_kube_cluster.py --ups 1      # a smoke check
-    python scripts/bench_kube_cluster.py --cold       # also a cold build (20-40 min on 2 cores)
+    python scripts/bench_kube_cluster.py --cold       # also a cold build (about 8 min on a fresh 2-core machine)
 
 Cached: `build` with everything built (what scripts/test pays on each run), then `up` into a
 fresh directory and `down`, each timed as a whole process; in one of the clusters a Deployment

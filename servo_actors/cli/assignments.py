@@ -14,7 +14,7 @@ from typing import Any
 from servo_actors.cli.operation_output import _number
 from servo_actors.errors import UsageError
 
-__all__ = ["STEP_TOLERANCE", "convert_value", "parse_assignments", "resolve_assignments"]
+__all__ = ["STEP_TOLERANCE", "convert_value", "nearest_on_grid", "parse_assignments", "resolve_assignments"]
 
 STEP_TOLERANCE = 1e-6
 """How far from the step grid (in steps) a value may be: absorbs float error such as 0.1 + 0.2."""
@@ -92,10 +92,32 @@ def convert_value(where: str, setting: dict[str, Any], raw: str) -> Any:
     if step and low is not None:
         steps = (number - low) / step
         if abs(steps - round(steps)) > STEP_TOLERANCE:
-            raise UsageError(f"{where}={raw} is not on the step {_number(step)} from {_number(low)}")
+            nearest = " or ".join(_number(v) for v in nearest_on_grid(number, low, high, step))
+            raise UsageError(
+                f"{where}={raw} is not on the step {_number(step)} from {_number(low)} (nearest: {nearest})"
+            )
     if _is_int(step) and (low is None or _is_int(low)):
         return int(round(number))
     return number
+
+
+def nearest_on_grid(number: float, low: float, high: float | None, step: float) -> list[float]:
+    """The valid values either side of ``number`` on the grid ``low + k * step`` (one at an end of
+    the range), rounded so that float error does not show (1.25, not 1.2500000000000002).
+
+    >>> nearest_on_grid(1.3, 0.25, 4, 0.125)
+    [1.25, 1.375]
+    >>> nearest_on_grid(3.95, 0.25, 4, 0.125)
+    [3.875, 4.0]
+    >>> nearest_on_grid(9.5, 1, 10, 2)
+    [9]
+    """
+    below = low + math.floor((number - low) / step) * step
+    found = [below, below + step]
+    if high is not None:
+        found = [v for v in found if v <= high + step * STEP_TOLERANCE]
+    integral = _is_int(low) and _is_int(step)
+    return [int(round(v)) if integral else round(v, 12) for v in found]
 
 
 def resolve_assignments(assignments: Sequence[tuple[str, str]], components: dict[str, Any]) -> dict[str, Any]:

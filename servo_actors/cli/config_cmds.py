@@ -9,7 +9,12 @@ import yaml
 
 from servo_actors.cli.context import CliState, app_option, echo_json, format_table, json_option, pass_state
 from servo_actors.config import ServoConfig, read_token
-from servo_actors.connectors.registry import connector_type_infos, effective_config, resolve_connector_type
+from servo_actors.connectors.registry import (
+    connector_type_infos,
+    effective_config,
+    resolve_connector_type,
+    validate_connector_config,
+)
 from servo_actors.errors import ConfigError
 
 __all__ = [
@@ -62,18 +67,35 @@ def validate_cmd(state: CliState) -> None:
     """Check the configuration: exit 0, or 2 with every problem found.
 
     Checks the YAML, every key and value, each connector's type (it must import) and its config,
-    and that the optimizer's token file (if any) can be read.
+    and that the optimizer's token file (if any) can be read. What a connector's config names
+    outside the file and is not there (a missing kubeconfig) is a warning on stderr, in the words
+    ``check`` uses: the file is still valid, exit 0.
     """
     apps = state.apps
     for config in apps:
         if config.optimizer is not None:
             read_token(config.optimizer)  # its error names the document it came from
+    warnings = [(config, name, warning) for config in apps for name, warning in _warnings(config)]
+    for config, name, warning in warnings:
+        where = f"{config.app}: " if apps.several else ""
+        click.echo(f"warning: {where}connector {name!r}: {warning} (check and run will fail on it)", err=True)
+    counted = f", with {len(warnings)} warning{'' if len(warnings) == 1 else 's'}" if warnings else ""
     if not apps.several:
-        click.echo(f"OK: {apps.source} is valid ({_summary(apps.first)})")
+        click.echo(f"OK: {apps.source} is valid ({_summary(apps.first)}){counted}")
         return
-    click.echo(f"OK: {apps.source} is valid: {len(apps)} applications")
+    click.echo(f"OK: {apps.source} is valid: {len(apps)} applications{counted}")
     for config in apps:
         click.echo(f"  document {config.document}: {_summary(config)}")
+
+
+def _warnings(config: ServoConfig) -> list[tuple[str, str]]:
+    """Each connector's ``config_warnings``: what the file names but is not there."""
+    found = []
+    for spec in config.connectors:
+        connector_class = resolve_connector_type(spec.type)
+        settings = validate_connector_config(connector_class, spec.config)
+        found += [(spec.name, warning) for warning in connector_class.config_warnings(settings)]
+    return found
 
 
 def _summary(config: ServoConfig) -> str:

@@ -16,7 +16,9 @@ Output: an aligned table on stdout (colour only on a terminal, never with ``NO_C
 ``data`` is, by operation: describe ``{"components", "metrics"}`` (protocol.md's descriptor
 parts), measure ``{"metrics", "annotations"}``, adjust ``{"components"}`` (the components the
 adjusted connectors now hold), check ``{"checks": [{"connector", "name", "success", "message"}]}``;
-``connectors`` is each connector's own outcome.
+``connectors`` is each connector's own outcome. A ``check`` whose operation ran but one of whose
+checks failed says so as the exit code does: status ``failed``, reason ``check-failed``, the
+message naming the failed checks (and so does each connector with a failed check).
 
 While ``measure`` or ``adjust`` runs and stderr is a terminal, one self-rewriting progress line
 goes to stderr. ``measure`` without ``-d`` measures for ``DEFAULT_MEASURE_DURATION`` (0 s: each
@@ -171,15 +173,13 @@ def _check(config: ServoConfig) -> tuple[dict[str, Any], ServoError | None]:
     if identity is not None:
         checks.append(identity)
     failed_checks = [c for c in checks if not c.get("success")]
+    failure = _checks_failure(failed_checks, len(checks))
     payload = _payload(result)
     payload["data"] = {**payload["data"], "checks": checks}
     error: ServoError | None = _failure(result)
-    if error is None and failed_checks:
-        named = "; ".join(
-            f"connector {c.get('connector')!r}: {c.get('name')}: {c.get('message') or 'failed'}"
-            for c in failed_checks
-        )
-        error = ConnectorError(f"{len(failed_checks)} of {len(checks)} checks failed: {named}")
+    if failure is not None:
+        _mark_checks_failed(payload, failed_checks, failure)
+        error = error or ConnectorError(failure)
     return _with_placement(payload, placement), error
 
 
@@ -189,7 +189,7 @@ def _check_text(payload: dict[str, Any]) -> str:
     rows = []
     for name, part in parts.items():
         mine = [c for c in checks if c.get("connector") == name]
-        if part.get("status") != "ok":
+        if part.get("status") != "ok" and part.get("reason") != CHECK_FAILED:
             rows.append([name, "-", _status_word(False), part.get("message")])
         elif not mine:
             rows.append([name, "-", _status_word(True), "no checks"])
@@ -199,9 +199,37 @@ def _check_text(payload: dict[str, Any]) -> str:
         for c in checks
         if c.get("connector") not in parts
     ]
-    return _table(["CONNECTOR", "CHECK", "RESULT", "MESSAGE"], rows) + _placement_text(
-        payload.get("placement")
+    table = _table(["CONNECTOR", "CHECK", "RESULT", "MESSAGE"], rows)
+    return table + _placement_text(payload.get("placement"))
+
+
+CHECK_FAILED = "check-failed"
+"""The reason ``check --json`` gives when the operation ran but one of its checks failed."""
+
+
+def _checks_failure(failed_checks: Sequence[dict[str, Any]], total: int) -> str | None:
+    """The sentence naming every failed check (None when none failed): stderr's line and the JSON's message."""
+    if not failed_checks:
+        return None
+    named = "; ".join(
+        f"connector {c.get('connector')!r}: {c.get('name')}: {c.get('message') or 'failed'}"
+        for c in failed_checks
     )
+    return f"{len(failed_checks)} of {total} checks failed: {named}"
+
+
+def _mark_checks_failed(
+    payload: dict[str, Any], failed_checks: Sequence[dict[str, Any]], failure: str
+) -> None:
+    """A failed check fails the result, as the exit code says: the aggregate and each connector with
+    a failed check say ``failed`` (reason ``check-failed``) unless they already failed otherwise."""
+    if payload["status"] == "ok":
+        payload.update(status="failed", reason=CHECK_FAILED, message=failure)
+    for name, part in payload["connectors"].items():
+        mine = [c for c in failed_checks if c.get("connector") == name]
+        if mine and part["status"] == "ok":
+            message = "; ".join(f"{c.get('name')}: {c.get('message') or 'failed'}" for c in mine)
+            part.update(status="failed", reason=CHECK_FAILED, message=message)
 
 
 def _identity_check(config: ServoConfig) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,11 @@ import click
 
 from servo_actors import signals
 from servo_actors.cli.context import SignalAwareGroup, watches_stop_signals
-from servo_actors.errors import ConfigError, UsageError
+from servo_actors.errors import ConfigError, OptimizerError, UsageError
 
 __all__ = [
     "CANCEL_TIMEOUT",
+    "CANCEL_WAIT_INTERVAL",
     "DEFAULT_HOST",
     "DEFAULT_PORT",
     "DEFAULT_SEARCH_PLAN",
@@ -157,15 +159,86 @@ def _serve_until_stopped(
     default=None,
     help="The admin token, when the optimizer was started with one.",
 )
-def cancel(url: str, reason: str | None, app: str | None, admin_token_file: Path | None) -> None:
-    """Cancel the command in flight: its next progress post is answered ``cancel``."""
+@click.option(
+    "--wait",
+    "wait_seconds",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Seconds to wait for a command in flight to cancel, then for the servo to post its result "
+    "(0: do not wait).",
+)
+def cancel(
+    url: str, reason: str | None, app: str | None, admin_token_file: Path | None, wait_seconds: float
+) -> None:
+    """Cancel the command in flight: its next progress post is answered ``cancel``.
+
+    With ``--wait SECONDS``: when no command is in flight, it cancels the next one to come; then it
+    waits until the servo has posted that command's result and says which status it posted. Exit 1
+    if either does not happen within SECONDS.
+    """
     from servo_actors.protocol.admin_client import OptimizerAdminClient
 
     token = _read_admin_token(admin_token_file) if admin_token_file is not None else None
+    deadline = time.monotonic() + wait_seconds
     # OptimizerAdminError (an OptimizerError) names the URL and what went wrong: exit 1.
     with OptimizerAdminClient(url, admin_token=token, timeout=CANCEL_TIMEOUT) as admin:
         answer = admin.cancel(app=app, reason=reason)
-    click.echo(answer.get("message") or json.dumps(answer))
+        while wait_seconds > 0 and not answer.get("armed") and time.monotonic() < deadline:
+            _pause(deadline)
+            answer = admin.cancel(app=app, reason=reason)
+        click.echo(answer.get("message") or json.dumps(answer))
+        if wait_seconds > 0:
+            if not answer.get("armed"):
+                raise OptimizerError(f"no command came in flight within {wait_seconds:g}s: nothing cancelled")
+            click.echo(_await_result(admin, app, answer, deadline, wait_seconds))
+
+
+CANCEL_WAIT_INTERVAL = 0.2
+"""Seconds between two looks at the optimizer while ``optimizer cancel --wait`` waits."""
+
+
+def _pause(deadline: float) -> None:
+    time.sleep(min(CANCEL_WAIT_INTERVAL, max(0.0, deadline - time.monotonic())))
+
+
+def _await_result(
+    admin: Any, app: str | None, answer: dict[str, Any], deadline: float, wait_seconds: float
+) -> str:
+    """Wait until the cancelled command is no longer in flight; a line naming the status its
+    result carried. OptimizerError when it is still in flight at ``deadline``."""
+    uid, cmd = answer.get("cmd_uid"), answer.get("cmd")
+    while True:
+        state = admin.state(app)
+        if (state.get("current") or {}).get("cmd_uid") != uid:
+            return _outcome(state, cmd, uid)
+        if time.monotonic() >= deadline:
+            raise OptimizerError(
+                f"{cmd} {uid} is still in flight after {wait_seconds:g}s: the servo has not posted its "
+                "result (it answers a cancel at its next progress post; is it running?)"
+            )
+        _pause(deadline)
+
+
+def _outcome(state: dict[str, Any], cmd: Any, uid: Any) -> str:
+    """What became of the cancelled command, from ``/admin/state``: the result the servo posted,
+    and whether the cancel reached it while it ran or only as it finished."""
+    posted = [
+        entry["param"]
+        for entry in state.get("history") or []
+        if isinstance(entry.get("param"), dict)
+        and entry["param"].get("cmd_uid") == uid
+        and "status" in entry["param"]
+    ]
+    answered = [c for c in state.get("cancels") or [] if c.get("cmd_uid") == uid]
+    if not posted:
+        return f"{cmd} {uid} is no longer in flight"
+    result = posted[-1]
+    said = f"{result['status']} ({result.get('reason') or '-'})"
+    if answered and answered[-1].get("answered_to") == "result":
+        # The cancel came after its last progress post: its result was answered cancel instead.
+        return f"{cmd} {uid} had finished when the cancel reached it: its result {said} was answered cancel"
+    return f"{cmd} {uid}: the servo posted {said}"
 
 
 def _flush() -> None:

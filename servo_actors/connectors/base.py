@@ -109,6 +109,15 @@ class Connector:
         """
         return 0.0
 
+    @classmethod
+    def config_warnings(cls, config: Any) -> list[str]:
+        """What ``validate`` should warn about in this ``config`` beyond its shape: something it
+        names outside the file that is not there (a missing file, say), each a sentence that
+        ``check`` would also say. ``config`` is as in ``self.config``. Called in the CLI's process,
+        not the connector's: it must be quick, touch no network and run nothing. The default: none.
+        """
+        return []
+
     def startup(self) -> None:
         """Runs in the connector's fresh process, before any operation."""
 

@@ -38,8 +38,9 @@ from servo_actors.config import ServoConfig
 from servo_actors.demo.errors import DemoError
 from servo_actors.demo.optimizer_process import running_optimizer
 from servo_actors.demo.setup import DemoOptions, DemoSetup, synthetic_setup
-from servo_actors.demo.summary import described_settings, number_text, settings_text, step_line, summary_lines
+from servo_actors.demo.summary import described_settings, settings_text, step_line, summary_lines
 from servo_actors.protocol.admin_client import OptimizerAdminClient, OptimizerAdminError
+from servo_actors.readable import number_text
 from servo_actors.runner import Runner
 from servo_actors.vocabulary import ADJUST, DESCRIBE, MEASURE, SLEEP
 
@@ -153,6 +154,8 @@ class _Demo:
         self.finished = threading.Event()
         self.final: dict[str, Any] | None = None  # the optimizer's record once the plan ran
         self.began = time.monotonic()
+        # The command the progress line shows: (cmd_uid, its line up to the percentage).
+        self.shown: tuple[str, str] | None = None
 
     def run(self) -> int | None:
         """The exit code, or None if a stop signal ended the run (the servo said GOODBYE)."""
@@ -234,6 +237,8 @@ class _Demo:
                 if every and self.operations % every == 0:
                     self._press_abort(cmd, detail["cmd_uid"])
         elif what == "cancelled" or (what == "result" and detail["cmd"] in (MEASURE, ADJUST)):
+            if what == "result":
+                self._show_finished(detail)
             press = self.presses.get(detail["cmd_uid"])
             if press is not None:
                 press.done.wait(PRESS_JOIN_TIMEOUT)  # its line first, then what came of it
@@ -315,4 +320,15 @@ class _Demo:
         shown = f" {progress:.0f} %" if isinstance(progress, int | float) else ""
         label = "baseline" if current.get("kind") == "baseline" else f"step {current.get('step')}"
         uid = (state.get("current") or {}).get("cmd_uid") or ""  # the driver learns it only later
-        return f"{where} | {current.get('cmd')} {uid} ({label}){shown}  {elapsed}"
+        line = f"{where} | {current.get('cmd')} {uid} ({label})"
+        if uid:
+            self.shown = (uid, line)
+        return f"{line}{shown}  {elapsed}"
+
+    def _show_finished(self, detail: dict[str, Any]) -> None:
+        """The command the progress line shows has its result: 100 % (or how it ended), until the
+        next look at the optimizer shows the next one."""
+        if self.status is None or self.shown is None or self.shown[0] != detail.get("cmd_uid"):
+            return
+        ended = " 100 % done" if detail.get("status") == "ok" else f" ended {detail.get('status')}"
+        self.status(f"{self.shown[1]}{ended}  {time.monotonic() - self.began:.0f} s")

@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["described_settings", "number_text", "settings_text", "step_line", "summary_lines"]
+from servo_actors.readable import counted, number_text
+
+__all__ = ["described_settings", "settings_text", "step_line", "summary_lines"]
 
 
 def summary_lines(driver_state: dict[str, Any]) -> list[str]:
@@ -72,8 +74,9 @@ def summary_lines(driver_state: dict[str, Any]) -> list[str]:
         spread = judged.get("uncertainty")
         value = number_text(judged.get("value")) + (f" ± {spread:.2g}" if spread is not None else "")
         readings = judged.get("readings")
-        counted = "1 reading" if readings == 1 else f"{readings} readings"
-        lines.append(f"  {judged['constraint']}: {value} ({counted}) {_verdict(judged, confirmed)}")
+        lines.append(
+            f"  {judged['constraint']}: {value} ({counted(readings, 'reading')}) {_verdict(judged, confirmed)}"
+        )
     return lines
 
 
@@ -130,10 +133,3 @@ def settings_text(settings: dict[str, Any]) -> str:
         else:
             flat[key.split(".")[-1]] = value
     return " ".join(f"{k}={number_text(v)}" for k, v in sorted(flat.items())) or "-"
-
-
-def number_text(value: Any) -> str:
-    """Four significant digits, and whole numbers from 1000 up: ``15370``, never ``1.537e+04``."""
-    if not isinstance(value, float) or not math.isfinite(value):
-        return str(value)
-    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"

@@ -42,6 +42,7 @@ from servo_actors.optimizer.confirm import (
 from servo_actors.optimizer.plan import Objective, Plan, plan_summary
 from servo_actors.optimizer.space import SearchSpace, Settings
 from servo_actors.optimizer.steps import STATE_VERSION, StepRecord, assess
+from servo_actors.readable import counted
 
 __all__ = [
     "InFlight",
@@ -128,12 +129,12 @@ def _recommendation_note(
     spec = plan.confirm
     readings = len(point.readings)
     if spec.repeats == 0:
-        return f"confirmation is off (confirm.repeats: 0): {_count(readings, 'reading')}"
+        return f"confirmation is off (confirm.repeats: 0): {counted(readings, 'reading')}"
     cancelled = cancelled_confirmations(steps)
     if confirmed:
-        note = f"{_count(readings, 'reading')}, every constraint held by {spec.sigmas:g} standard errors"
+        note = f"{counted(readings, 'reading')}, every constraint held by {spec.sigmas:g} standard errors"
         if cancelled:
-            note += f" ({_count(cancelled, 'confirmation step')} cancelled and measured again)"
+            note += f" ({counted(cancelled, 'confirmation step')} cancelled and measured again)"
         return note
     note = f"{readings} of {1 + spec.repeats} readings"
     every = points(steps)
@@ -141,22 +142,18 @@ def _recommendation_note(
     if phase not in ("done", "failed"):
         return note + (" (being measured again)" if point.confirmations else " (not measured again yet)")
     if cancelled >= spec.cancels:
-        why = f"confirmation stopped after {_count(cancelled, 'cancelled confirmation step')} (confirm.cancels: {spec.cancels})"
+        why = f"confirmation stopped after {counted(cancelled, 'cancelled confirmation step')} (confirm.cancels: {spec.cancels})"
     elif phase == "failed":
         why = "the optimization failed before confirmation ended"
     elif turned_down:
         why = (
-            f"{_count(len(turned_down), 'better-looking setting')} measured again did not hold up, "
+            f"{counted(len(turned_down), 'better-looking setting')} measured again did not hold up, "
             f"and confirm.candidates ({spec.candidates}) allows no more"
         )
     else:
         why = "confirmation ended"
     shown = "not measured again" if not point.confirmations else "measured again too few times"
     return f"{note} ({shown}: {why})"
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def confirmation_json(plan: Plan, steps: Sequence[StepRecord]) -> dict[str, Any]:

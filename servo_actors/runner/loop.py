@@ -178,5 +178,8 @@ class Runner(RunnerOperations, RunnerReload):
                 raise self.runtime.failure
 
     def _goodbye(self, reason: str) -> None:
+        """GOODBYE ``reason``, said in the log too: the one line a stopped servo leaves (the client
+        warns when it could not be delivered)."""
         if self.client is not None:
-            self.client.goodbye(reason)
+            if self.client.goodbye(reason) is not None:
+                log.info("GOODBYE (reason %s) posted to %s", reason, self.client.url)

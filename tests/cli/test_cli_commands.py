@@ -78,6 +78,46 @@ def test_validate_ok_line(run_cli, tmp_path: Path) -> None:
     assert result.stdout == f"OK: {path} is valid (1 connector(s): a; optimizer example.com/web)\n"
 
 
+def test_validate_warns_of_a_kubeconfig_that_does_not_exist(run_cli, tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-kubeconfig"
+    deployment = {"name": "web", "containers": [{"name": "main", "cpu": {"min": "250m", "max": 2}}]}
+    config = {
+        "connectors": [
+            {
+                "name": "k8s",
+                "type": "kubernetes",
+                "config": {"kubeconfig": str(missing), "deployments": [deployment]},
+            }
+        ]
+    }
+    path = tmp_path / "servo.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = run_cli(["--config", str(path), "validate"])
+    # Still a valid file (exit 0), and the warning is check's own sentence naming the connector.
+    assert result.exit_code == 0
+    assert result.stdout == f"OK: {path} is valid (1 connector(s): k8s; no optimizer), with 1 warning\n"
+    assert result.stderr == (
+        f"warning: connector 'k8s': kubeconfig {missing} does not exist (check and run will fail on it)\n"
+    )
+    # A kubeconfig that is there: no warning.
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "current-context": "here",
+                "contexts": [{"name": "here", "context": {"cluster": "c", "user": "u"}}],
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+            }
+        )
+    )
+    config["connectors"][0]["config"]["kubeconfig"] = str(kubeconfig)
+    path.write_text(yaml.safe_dump(config))
+    result = run_cli(["--config", str(path), "validate"])
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout == f"OK: {path} is valid (1 connector(s): k8s; no optimizer)\n"
+
+
 def _policy_group(error: BaseException) -> click.Group:
     """The real main group's options and callback, with one command that raises ``error``."""
     group = ServoGroup(name="servo-actors", params=cli.params, callback=cli.callback)

@@ -23,6 +23,16 @@ def chaos(name: str, **config: object) -> dict[str, object]:
     return {"name": name, "type": "chaos", "config": config}
 
 
+def kubernetes(kubeconfig: object) -> dict[str, object]:
+    """A kubernetes connector for one Deployment, reading ``kubeconfig``."""
+    deployment = {"name": "web", "containers": [{"name": "main", "cpu": {"min": "250m", "max": 2}}]}
+    return {
+        "name": "k8s",
+        "type": "kubernetes",
+        "config": {"kubeconfig": str(kubeconfig), "deployments": [deployment]},
+    }
+
+
 def test_describe_table_lists_settings_and_metrics(servo, kit) -> None:
     servo.write_config(SYNTHETIC, chaos("drill", components=DB, metrics={"queue": {"unit": "jobs"}}))
     result = servo.run("describe")
@@ -97,6 +107,31 @@ def test_a_failed_check_exits_1_naming_connector_and_check(servo, kit) -> None:
     assert [row[:3] for row in rows if row[1] == "app-up"] == [["probe", "app-up", "FAILED"]]
     assert "error: 1 of 3 checks failed: connector 'probe': app-up:" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_failed_check_says_failed_in_json_as_its_exit_code_does(servo) -> None:
+    checks = {"disk": "true", "app-up": "echo refused >&2; exit 7"}
+    servo.write_config(SYNTHETIC, {"name": "probe", "type": "command", "config": {"check": checks}})
+    result, payload = servo.run_json("check")
+    assert result.returncode == 1
+    assert (payload["status"], payload["reason"]) == ("failed", "check-failed")
+    assert payload["message"].startswith("1 of 2 checks failed: connector 'probe': app-up:")
+    assert payload["connectors"]["probe"]["status"] == "failed"
+    assert payload["connectors"]["probe"]["reason"] == "check-failed"
+    assert payload["connectors"]["probe"]["message"].startswith("app-up:")
+    # The connector whose checks passed is still ok.
+    assert payload["connectors"]["app"] == {"status": "ok", "reason": "success", "message": None}
+
+
+def test_check_json_with_a_missing_kubeconfig_says_failed(servo, tmp_path) -> None:
+    missing = tmp_path / "no-such-kubeconfig"
+    servo.write_config(kubernetes(missing))
+    result, payload = servo.run_json("check")
+    assert result.returncode == 1
+    assert (payload["status"], payload["reason"]) == ("failed", "check-failed")
+    assert f"kubeconfig {missing} does not exist" in payload["message"]
+    assert payload["connectors"]["k8s"]["status"] == "failed"
+    assert [c["success"] for c in payload["data"]["checks"] if c["connector"] == "k8s"] == [False]
 
 
 def test_a_connector_that_raises_in_check_exits_1_naming_it(servo, kit) -> None:

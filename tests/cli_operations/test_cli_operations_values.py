@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from servo_actors.cli.assignments import convert_value, parse_assignments, resolve_assignments
+from servo_actors.cli.assignments import (
+    convert_value,
+    nearest_on_grid,
+    parse_assignments,
+    resolve_assignments,
+)
 from servo_actors.connectors.synthetic import SyntheticModel
 from servo_actors.errors import UsageError
 
@@ -68,6 +73,28 @@ def test_float_error_on_the_grid_is_accepted() -> None:
 def test_bad_range_values_are_named(raw: str, message: str) -> None:
     with pytest.raises(UsageError, match=f"^web.cpu(=|={raw!r}).*{message}"):
         convert_value("web.cpu", WEB["cpu"], raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "nearest"),
+    [
+        ("1.3", "1.25 or 1.375"),  # the example
+        ("0.3", "0.25 or 0.375"),
+        ("3.95", "3.875 or 4"),
+        ("1.0625", "1 or 1.125"),
+    ],
+)
+def test_a_value_off_the_step_names_the_nearest_valid_values(raw: str, nearest: str) -> None:
+    with pytest.raises(UsageError) as raised:
+        convert_value("web.cpu", WEB["cpu"], raw)
+    assert str(raised.value) == f"web.cpu={raw} is not on the step 0.125 from 0.25 (nearest: {nearest})"
+
+
+def test_the_nearest_values_stay_in_the_range_and_keep_integers() -> None:
+    assert nearest_on_grid(9.5, 1, 10, 2) == [9]  # 11 is past the end of the range
+    assert nearest_on_grid(2.5, 1, 10, 1) == [2, 3]
+    assert all(type(v) is int for v in nearest_on_grid(2.5, 1, 10, 1))
+    assert nearest_on_grid(0.35, 0.0, 1.0, 0.1) == [0.3, 0.4]  # no float error in what is shown
 
 
 def test_enum_values_match_as_declared_even_when_not_strings() -> None:

@@ -173,7 +173,9 @@ def check_the_settings_bars_as_drawn(browser, state: dict) -> None:
     """Each range setting's two bars have the lengths their values give, on screen and in pixels."""
     chart = "#charts svg[data-chart='settings']"
     box = rects(browser, chart)[0]
-    scale = box["width"] / 640  # the chart's viewBox is 640 wide; it is drawn at the page's width
+    # The chart is drawn at its container's width: its viewBox's width is that many CSS pixels.
+    view_width = float(browser.evaluate(f'document.querySelector("{chart}").viewBox.baseVal.width'))
+    scale = box["width"] / view_width
     expected: dict[str, float] = {}
     for name in ("web.cpu", "web.memory", "web.replicas"):
         for kind in ("baseline", "recommended"):

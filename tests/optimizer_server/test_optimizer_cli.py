@@ -124,6 +124,92 @@ def test_cancel_with_nothing_in_flight(serve) -> None:
 
 
 @pytest.mark.timeout(60)
+def test_cancel_wait_cancels_the_next_command_and_waits_for_its_result(serve) -> None:
+    process, url = serve(
+        "app: example.com/web\nscript:\n  - cmd: MEASURE\n    param: {control: {duration: 1}}\n"
+    )
+    # Nothing in flight yet: --wait cancels the next command to come.
+    waiting = subprocess.Popen(
+        cli("optimizer", "cancel", "--url", url, "--wait", "30"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        endpoint = f"{url}/accounts/example.com/applications/web/servo"
+        poll = requests.post(
+            endpoint, json={"event": "WHATS_NEXT", "param": None, "servo_uid": None}, timeout=10
+        )
+        uid = poll.json()["cmd_uid"]
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while not requests.get(f"{url}/admin/state", timeout=10).json()["cancel_armed"]:
+            assert time.monotonic() < deadline and waiting.poll() is None, waiting.communicate()
+            time.sleep(0.05)
+        progress = {"event": "MEASUREMENT", "param": {"progress": 5, "cmd_uid": uid}, "servo_uid": None}
+        assert requests.post(endpoint, json=progress, timeout=10).json()["status"] == "cancel"
+        assert waiting.poll() is None, "it waits for the result, not only for the cancel's delivery"
+        result = {"status": "cancelled", "reason": "cancelled", "message": "Abort", "cmd_uid": uid}
+        requests.post(endpoint, json={"event": "MEASUREMENT", "param": result, "servo_uid": None}, timeout=10)
+        out, err = waiting.communicate(timeout=EXIT_TIMEOUT)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.communicate()
+    assert waiting.returncode == 0, err
+    assert out.splitlines() == [
+        f"MEASURE {uid} will be answered cancel at its next post",
+        f"MEASURE {uid}: the servo posted cancelled (cancelled)",
+    ]
+
+
+@pytest.mark.timeout(60)
+def test_cancel_wait_says_when_the_cancel_reached_a_command_only_as_it_finished(serve) -> None:
+    process, url = serve(
+        "app: example.com/web\nscript:\n  - cmd: MEASURE\n    param: {control: {duration: 1}}\n"
+    )
+    endpoint = f"{url}/accounts/example.com/applications/web/servo"
+    poll = requests.post(endpoint, json={"event": "WHATS_NEXT", "param": None, "servo_uid": None}, timeout=10)
+    uid = poll.json()["cmd_uid"]
+    waiting = subprocess.Popen(
+        cli("optimizer", "cancel", "--url", url, "--wait", "30"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while not requests.get(f"{url}/admin/state", timeout=10).json()["cancel_armed"]:
+            assert time.monotonic() < deadline and waiting.poll() is None, waiting.communicate()
+            time.sleep(0.05)
+        # No progress post after the cancel: the result itself is answered cancel.
+        result = {"status": "ok", "reason": "success", "cmd_uid": uid, "metrics": {}, "annotations": {}}
+        reply = requests.post(
+            endpoint, json={"event": "MEASUREMENT", "param": result, "servo_uid": None}, timeout=10
+        )
+        assert reply.json()["status"] == "cancel"
+        out, err = waiting.communicate(timeout=EXIT_TIMEOUT)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.communicate()
+    assert waiting.returncode == 0, err
+    assert out.splitlines()[-1] == (
+        f"MEASURE {uid} had finished when the cancel reached it: its result ok (success) was answered cancel"
+    )
+
+
+@pytest.mark.timeout(60)
+def test_cancel_wait_exits_1_when_no_command_comes(serve) -> None:
+    process, url = serve("app: example.com/web\nscript: []\n")
+    idle = subprocess.run(
+        cli("optimizer", "cancel", "--url", url, "--wait", "0.5"), capture_output=True, text=True, timeout=30
+    )
+    assert idle.returncode == 1
+    assert "no command came in flight within 0.5s: nothing cancelled" in idle.stderr
+    assert "Traceback" not in idle.stderr
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     ("text", "says"),
     [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from servo_actors.demo import summary_lines
 from servo_actors.demo.adoption import adoption
-from servo_actors.demo.summary import number_text
+from servo_actors.readable import number_text
 
 
 def driver_state(confirmed: bool = True) -> dict:

@@ -133,6 +133,8 @@ def test_on_a_terminal_the_demo_shows_steps_and_progress_and_keeps_its_logs_in_a
     assert "command MEASURE" in log.read_text()  # the servo's own lines are there
     # A progress line, rewritten in place (carriage returns without a new line).
     assert re.search(r"\r[^\r\n]*search steps", shown), shown
+    # A command that finished shows 100 % (its last progress report came before the end).
+    assert re.search(r"\r[^\r\n]*MEASURE c\d+ \((baseline|step \d+)\) 100 % done", shown), shown
     kit.wait_until(lambda: not kit.marked_pids(marker), 10, what="every process of the demo gone")
 
     # With -v the logs are on the terminal instead.

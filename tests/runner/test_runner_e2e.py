@@ -132,6 +132,11 @@ def test_signal_with_a_hung_connector_says_goodbye_and_exits_0(servo, optimizer,
     kit.check_trace(history)
     assert history[-1]["param"] == {"reason": signal.Signals(signum).name}
     assert hung.result is None  # abandoned: no result is owed
+    # The servo's own output says so too, at info: not only the optimizer sees the GOODBYE.
+    said = [line for line in proc.log().splitlines() if "GOODBYE" in line]
+    assert len(said) == 1, proc.log()
+    assert f"GOODBYE (reason {signal.Signals(signum).name}) posted to {server.url}/" in said[0], said
+    assert "INFO" in said[0].upper(), said
 
 
 @pytest.mark.timeout(120)

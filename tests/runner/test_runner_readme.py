@@ -1,12 +1,13 @@
 """The README's shell blocks that run on one machine, run as written.
 
 Every ``sh`` block of README.md is either run here or named in ``NOT_RUN_HERE`` with the reason,
-so a new block cannot go untested unnoticed. Blocks run from the repository's folder, with this
-environment's ``servo-actors`` first on PATH, inside a network namespace of their own (only its
-loopback, up): the embedded optimizer's fixed port 8085 is free there whatever else runs on this
-machine, and nothing leaves it.
+so a new block cannot go untested unnoticed. Blocks run inside a network namespace of their own
+(only its loopback, up): the embedded optimizer's fixed port 8085 is free there whatever else runs
+on this machine, and nothing leaves it.
 
-- ``SCRIPT``: the block is one shell script (it starts, cancels and stops things itself).
+- ``SCRIPT``: the block is one shell script (it starts, cancels and stops things itself), run as a
+  reader who followed the quick start would: in a folder with the repository's ``config`` and a
+  ``.venv`` (this environment's), with no ``servo-actors`` on PATH until the block activates it.
 - ``COMMAND_LIST``: a list of commands for the reader's own ``servo.yaml``; each line runs on its
   own in a folder whose ``servo.yaml`` is ``config/synthetic.yaml``, and ``run`` (which runs until
   a signal) against the embedded optimizer with the shipped plan, stopped with SIGTERM once it has
@@ -31,7 +32,7 @@ from marked_processes import MARKER_VAR, marked_pids
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
-SCRIPT = "servo-actors optimizer serve --plan config/plans/synthetic.yaml &"
+SCRIPT = ". .venv/bin/activate"
 COMMAND_LIST = "servo-actors -c servo.yaml validate"
 NOT_RUN_HERE = {
     "python3 -m venv .venv": "installs from the package index (the network); the `servo-actors demo` "
@@ -105,13 +106,15 @@ class Namespace:
     def command(self, shell_text: str) -> list[str]:
         return ["ip", "netns", "exec", self.name, "bash", "-e", "-c", shell_text]
 
-    def run(self, shell_text: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, shell_text: str, cwd: Path, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             self.command(shell_text),
             capture_output=True,
             text=True,
             cwd=cwd,
-            env=self.env,
+            env=self.env if env is None else env,
             timeout=BLOCK_TIMEOUT,
         )
 
@@ -156,15 +159,48 @@ def namespace() -> Iterator[Namespace]:
         assert not left, f"processes of the README's commands survived them: {left}"
 
 
+def quick_start_folder(tmp_path: Path) -> Path:
+    """A folder as the quick start leaves the repository's: ``config`` and ``.venv`` (this
+    environment's virtualenv, which has ``servo-actors``)."""
+    venv = Path(sys.prefix)
+    if venv == Path(sys.base_prefix) or not (venv / "bin" / "activate").exists():
+        pytest.skip(f"the README's block activates .venv: these tests do not run in a virtualenv ({venv})")
+    folder = tmp_path / "repository"
+    folder.mkdir()
+    (folder / "config").symlink_to(REPO / "config")
+    (folder / ".venv").symlink_to(venv)
+    return folder
+
+
+def without_servo_actors_on_path(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the virtualenv's bin folder off PATH, as a shell that has not activated it."""
+    bin_dir = str(Path(sys.prefix) / "bin")
+    path = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p and p != bin_dir)
+    path = os.pathsep.join(p for p in path.split(os.pathsep) if p != str(Path(sys.executable).parent))
+    assert shutil.which("servo-actors", path=path) is None, f"servo-actors is on PATH anyway: {path}"
+    return {**{k: v for k, v in env.items() if k != "VIRTUAL_ENV"}, "PATH": path}
+
+
 @pytest.mark.root
-def test_against_the_embedded_optimizer_on_one_machine_as_written(namespace: Namespace) -> None:
-    done = namespace.run(block(SCRIPT), REPO)
+def test_against_the_embedded_optimizer_on_one_machine_as_written(
+    namespace: Namespace, tmp_path: Path
+) -> None:
+    folder = quick_start_folder(tmp_path)
+    done = namespace.run(block(SCRIPT), folder, env=without_servo_actors_on_path(namespace.env))
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
     assert "embedded optimizer for example.com/web: http://127.0.0.1:8085" in out
     assert "command DESCRIBE" in out and "result of MEASURE" in out, out  # the servo worked
-    # What `optimizer cancel` said: a command cancelled, or nothing in flight at that moment.
-    assert re.search(r"will be answered cancel at its next post|nothing to cancel", out), out
+    # The cancel took effect before the kill: the servo posted the command's result as cancelled,
+    # or (the cancel came after its last progress post) its result was answered cancel.
+    assert "will be answered cancel at its next post" in out, out
+    assert re.search(
+        r"(MEASURE|ADJUST|DESCRIBE) c\d+(: the servo posted cancelled \(cancelled\)| had finished when the "
+        r"cancel reached it: its result \w+ \([\w-]+\) was answered cancel)",
+        out,
+    ), out
+    # SIGTERM: the servo says GOODBYE in its log, not only to the optimizer.
+    assert "GOODBYE (reason SIGTERM) posted to http://127.0.0.1:8085/" in out, out
     assert "stopped (SIGTERM)" in out and "Traceback" not in out
 
 

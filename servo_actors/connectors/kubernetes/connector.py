@@ -66,6 +66,16 @@ class KubernetesConnector(Connector):
         rollout = config.timeout + (control.settlement or config.settlement)
         return 2 * rollout if config.on_failure == "rollback" else rollout
 
+    @classmethod
+    def config_warnings(cls, config: KubernetesConfig) -> list[str]:
+        """The kubeconfig as ``check`` reads it (files only: no request, no credential plugin run):
+        a missing or unusable one is named in ``check``'s own words."""
+        try:
+            resolve_access(config.kubeconfig, config.context)
+        except KubeConfigError as exc:
+            return [str(exc)]
+        return []
+
     def describe(self) -> dict[str, Any]:
         with self._cluster("describe") as client:
             components = self._describe_all(client)

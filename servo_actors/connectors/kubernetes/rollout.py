@@ -70,9 +70,10 @@ class RolloutFailed(Exception):
         self.diagnosis = diagnosis
 
 
-class RolloutWatcher(RolloutPods):
+class RolloutWatcher:
     """Waits on Deployments and StatefulSets of one namespace through ``client``; ``kinds`` maps a
-    name to its kind (Deployment when absent); ``clock`` is monotonic seconds."""
+    name to its kind (Deployment when absent); ``clock`` is monotonic seconds. What the rollout's
+    pods show is read by its ``pods`` (``RolloutPods``)."""
 
     def __init__(
         self,
@@ -86,6 +87,7 @@ class RolloutWatcher(RolloutPods):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.client = client
+        self.pods = RolloutPods(client, namespace)
         self.failure_grace = failure_grace
         self._failing_since: dict[str, float] = {}
         """Deployment -> when a retried failure was first seen (cleared when it clears)."""
@@ -136,12 +138,12 @@ class RolloutWatcher(RolloutPods):
                 if status.done:
                     return
                 if replace_stuck and is_statefulset(deployment) and observed(deployment):
-                    self.replace_stuck_pods(deployment, report)
+                    self.pods.replace_stuck_pods(deployment, report)
                 # Until the controller has seen this generation, the newest ReplicaSet may be the
                 # one being replaced (e.g. a rollback's): its pods say nothing about this rollout.
-                found = self.diagnose(deployment, with_events=False) if observed(deployment) else None
+                found = self.pods.diagnose(deployment, with_events=False) if observed(deployment) else None
                 if found is not None and found.definite:
-                    raise RolloutFailed(name, self.diagnose(deployment) or found)
+                    raise RolloutFailed(name, self.pods.diagnose(deployment) or found)
                 params = {
                     "fieldSelector": f"metadata.name={name}",
                     "resourceVersion": deployment.get("metadata", {}).get("resourceVersion", ""),
@@ -189,11 +191,11 @@ class RolloutWatcher(RolloutPods):
             return statefulset_status(deployment)
         status = rollout_status(deployment)
         if status.failure is not None and status.failure.condition == "ReplicaFailure":
-            newest, _ = self.newest_pods(deployment)
+            newest, _ = self.pods.newest_pods(deployment)
             if not has_replica_failure(newest):  # e.g. the ReplicaSet just rolled back from
                 status = rollout_status(without_condition(deployment, "ReplicaFailure"))
         if status.failure is not None and status.failure.condition == "Progressing":
-            newest, _ = self.newest_pods(deployment)
+            newest, _ = self.pods.newest_pods(deployment)
             if progress_deadline_of_another(deployment, newest):  # a rollback to an existing set
                 status = rollout_status(without_condition(deployment, "Progressing"))
         return status
@@ -218,7 +220,7 @@ class RolloutWatcher(RolloutPods):
         report(status.fraction, status.message)
         if status.failure is not None:
             raise RolloutFailed(
-                name, self.diagnose(deployment) or self._explained(deployment, status.failure)
+                name, self.pods.diagnose(deployment) or self.pods.explained(deployment, status.failure)
             )
         return status
 
@@ -232,9 +234,9 @@ class RolloutWatcher(RolloutPods):
         try:
             deployment = self._read(name)
             if observed(deployment):
-                found = self.diagnose(deployment)
+                found = self.pods.diagnose(deployment)
                 if found is None and is_statefulset(deployment):
-                    stuck = [p.get("metadata", {}).get("name", "?") for p in self.stuck_pods(deployment)]
+                    stuck = [p.get("metadata", {}).get("name", "?") for p in self.pods.stuck_pods(deployment)]
         except KubeError:
             pass  # the timeout is the news; a diagnosis would only have added detail
         if found is not None:
@@ -268,7 +270,7 @@ class RolloutWatcher(RolloutPods):
         selectors = []
         for name in names:
             deployment = self._read(name)
-            replicaset, pods = self.newest_pods(deployment)
+            replicaset, pods = self.pods.newest_pods(deployment)
             baselines[name] = restart_counts(pods)
             selectors.append(label_selector(deployment.get("spec", {}).get("selector") or {}))
             if replicaset is not None:
@@ -314,7 +316,7 @@ class RolloutWatcher(RolloutPods):
         status = self.status(deployment)
         if status.failure is not None:
             raise RolloutFailed(name, status.failure)
-        _, pods = self.newest_pods(deployment)
+        _, pods = self.pods.newest_pods(deployment)
         found = instability(baseline, pods)
         if found is None and not status.done:
             found = Diagnosis("rejected", "unstable", f"during settlement, {status.message}")

@@ -2,8 +2,8 @@
 they show (crash loops, image pull errors, unschedulable: ``diagnosis.diagnose_pods`` with the
 namespace's Warning events), and a StatefulSet's pods stuck at an older revision.
 
-Apart from ``rollout`` (the waiting and settling) as the one place a rollout reads pods: a mixin of
-``rollout.RolloutWatcher``, which sets ``client`` and ``namespace``. A rollback of a StatefulSet
+Apart from ``rollout`` (the waiting and settling) as the one place a rollout reads pods: the
+``rollout.RolloutWatcher`` holds one, for its client and namespace. A rollback of a StatefulSet
 may have to delete the pods the failed revision left not ready (``replace_stuck_pods``): with
 OrderedReady the controller waits for a pod to be Ready before it replaces it, so a crash-looping
 pod would hold the rollback forever (the Kubernetes docs, StatefulSets, "Forced rollback").
@@ -48,8 +48,9 @@ EVENTS_LIMIT = 500
 class RolloutPods:
     """Reads the pods of a Deployment's or StatefulSet's rollout in ``namespace`` through ``client``."""
 
-    client: KubeClient
-    namespace: str
+    def __init__(self, client: KubeClient, namespace: str) -> None:
+        self.client = client
+        self.namespace = namespace
 
     def newest_pods(self, deployment: dict[str, Any]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
         """The newest ReplicaSet of ``deployment`` and its pods (a StatefulSet: itself and its pods
@@ -87,7 +88,7 @@ class RolloutPods:
                 events = None  # events only add detail; a cluster may forbid or drop them
         return diagnose_pods(pods, events)
 
-    def _explained(self, deployment: dict[str, Any], failure: Diagnosis) -> Diagnosis:
+    def explained(self, deployment: dict[str, Any], failure: Diagnosis) -> Diagnosis:
         """``failure`` (a Deployment condition) with why a new pod is not ready, when one is not."""
         try:
             _, pods = self.newest_pods(deployment)

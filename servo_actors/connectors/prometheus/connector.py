@@ -32,11 +32,16 @@ MAX_QUERY_THREADS = 8
 """At most this many range queries run at once."""
 
 
-class PrometheusConnector(PrometheusHttp, Connector):
+class PrometheusConnector(Connector):
     """Reads metrics from a Prometheus server (see the package docstring for the config)."""
 
     config_model: ClassVar[type[BaseModel]] = PrometheusConfig
     config: PrometheusConfig
+
+    @property
+    def http(self) -> PrometheusHttp:
+        """Sessions, the client and error messages for this connector's config."""
+        return PrometheusHttp(self.config)
 
     def describe(self) -> dict[str, Any]:
         return {"components": {}, "metrics": {m.name: {"unit": m.unit} for m in self.config.metrics}}
@@ -80,7 +85,7 @@ class PrometheusConnector(PrometheusHttp, Connector):
         start, end = round(start), round(end)
         step = effective_step(start, end, metric.step)
         try:
-            with self._client() as client:
+            with self.http.client() as client:
                 raw = client.custom_query_range(
                     metric.query,
                     start_time=datetime.fromtimestamp(start, tz=UTC),
@@ -91,7 +96,7 @@ class PrometheusConnector(PrometheusHttp, Connector):
                 )
             values, dropped = _to_series(raw)
         except Exception as exc:  # every way a query can fail becomes one failure naming the query
-            raise self._failure(exc, f"query {metric.query!r} of metric {metric.name!r}") from exc
+            raise self.http.failure(exc, f"query {metric.query!r} of metric {metric.name!r}") from exc
         return RangeResult(values=values, step=step, step_raised=step != metric.step, dropped_points=dropped)
 
     def check(self) -> list[dict[str, Any]]:
@@ -176,13 +181,13 @@ class PrometheusConnector(PrometheusHttp, Connector):
     def _worst_value(self, condition: SloCondition, metric: PrometheusMetric) -> float | None:
         """The instant value of ``metric`` furthest on the wrong side (max for below, min for above)."""
         try:
-            with self._client() as client:
+            with self.http.client() as client:
                 raw = client.custom_query(
                     metric.query, params={"timeout": repr(self.config.timeout)}, timeout=self.config.timeout
                 )
             values = [float(item["value"][1]) for item in raw]
         except Exception as exc:  # as in query_range: one failure naming the query
-            raise self._failure(exc, f"SLO query {metric.query!r} of metric {metric.name!r}") from exc
+            raise self.http.failure(exc, f"SLO query {metric.query!r} of metric {metric.name!r}") from exc
         values = [v for v in values if math.isfinite(v)]
         if not values:
             return None
@@ -220,18 +225,18 @@ class PrometheusConnector(PrometheusHttp, Connector):
         name = "prometheus reachable"
         url = f"{self.config.base_url}/api/v1/status/buildinfo"
         try:
-            with self._session() as session:
+            with self.http.session() as session:
                 response = session.get(url, timeout=self.config.timeout)
                 response.raise_for_status()
                 version = response.json()["data"]["version"]
         except Exception as exc:  # any failure is the answer to "is it reachable?"
-            return {"name": name, "success": False, "message": str(self._failure(exc, "build info"))}
+            return {"name": name, "success": False, "message": str(self.http.failure(exc, "build info"))}
         return {"name": name, "success": True, "message": f"Prometheus {version} at {self.config.base_url}"}
 
     def _check_query(self, spec: PrometheusMetric) -> dict[str, Any]:
         name = f"query {spec.name}"
         try:
-            with self._client() as client:
+            with self.http.client() as client:
                 raw = client.custom_query(
                     spec.query, params={"timeout": repr(self.config.timeout)}, timeout=self.config.timeout
                 )
@@ -239,7 +244,7 @@ class PrometheusConnector(PrometheusHttp, Connector):
             return {
                 "name": name,
                 "success": False,
-                "message": str(self._failure(exc, f"query {spec.query!r}")),
+                "message": str(self.http.failure(exc, f"query {spec.query!r}")),
             }
         if raw:
             return {"name": name, "success": True, "message": f"{len(raw)} series from {spec.query!r}"}
@@ -254,10 +259,10 @@ class PrometheusConnector(PrometheusHttp, Connector):
     def _check_targets(self) -> dict[str, Any]:
         name = "scrape targets up"
         try:
-            with self._client() as client:
+            with self.http.client() as client:
                 targets = client.get_targets(state="active")["activeTargets"]
         except Exception as exc:  # reported as a failed check, not raised
-            return {"name": name, "success": False, "message": str(self._failure(exc, "targets"))}
+            return {"name": name, "success": False, "message": str(self.http.failure(exc, "targets"))}
         if not targets:
             return {"name": name, "success": False, "message": "Prometheus has no active scrape targets"}
         down = [t for t in targets if t.get("health") != "up"]

@@ -27,29 +27,30 @@ RETRY_BACKOFF_FACTOR = 0.2
 
 
 class PrometheusHttp:
-    """The HTTP plumbing of ``PrometheusConnector`` (a mixin: it reads ``self.config``)."""
+    """The HTTP side of a ``PrometheusConnector``: sessions, the client and errors for ``config``."""
 
-    config: PrometheusConfig
+    def __init__(self, config: PrometheusConfig) -> None:
+        self.config = config
 
     @contextmanager
-    def _session(self) -> Iterator[requests.Session]:
+    def session(self) -> Iterator[requests.Session]:
         """A fresh session with bounded retries, closed after use (sessions are not shared
         between threads, and none is left holding a socket)."""
         session = requests.Session()
-        session.mount(self.config.base_url, HTTPAdapter(max_retries=self._retry()))
+        session.mount(self.config.base_url, HTTPAdapter(max_retries=self.retry()))
         try:
             yield session
         finally:
             session.close()
 
     @contextmanager
-    def _client(self) -> Iterator[PrometheusConnect]:
-        with self._session() as session:
+    def client(self) -> Iterator[PrometheusConnect]:
+        with self.session() as session:
             yield PrometheusConnect(
-                url=self.config.base_url, retry=self._retry(), session=session, timeout=self.config.timeout
+                url=self.config.base_url, retry=self.retry(), session=session, timeout=self.config.timeout
             )
 
-    def _retry(self) -> Retry:
+    def retry(self) -> Retry:
         return Retry(
             total=self.config.retries,
             read=0,  # a query that timed out reading is not repeated: the timeout is the bound
@@ -58,7 +59,7 @@ class PrometheusHttp:
             raise_on_status=False,
         )
 
-    def _failure(self, exc: Exception, what: str) -> ConnectorFailure:
+    def failure(self, exc: Exception, what: str) -> ConnectorFailure:
         base_url = self.config.base_url
         if isinstance(exc, ConnectorFailure):
             return exc

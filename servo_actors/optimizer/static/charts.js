@@ -8,13 +8,21 @@
 // confirmation step a square, a cancelled step (Abort: no values) an open triangle on the step
 // axis; lines differ by dash pattern; every chart has a title and a text legend, and each marker
 // a tooltip (<title>) with its numbers.
+// Drawn at the container's width (one chart unit is one CSS pixel, so text keeps its size); the
+// y axis has round ticks (1, 2 or 5 times a power of ten); a reading beyond a constraint chart's
+// scale sits on its top edge under an arrow labelled with its value; limit labels stand in the
+// right margin, clear of the data.
 "use strict";
 
 (function () {
   const SVG_NS = "http://www.w3.org/2000/svg";
-  const WIDTH = 640, HEIGHT = 236;
-  const PAD = { left: 64, right: 16, top: 44, bottom: 34 };
+  const DEFAULT_WIDTH = 640, MIN_WIDTH = 480, HEIGHT = 252;
+  const PAD = { left: 64, right: 100, top: 64, bottom: 34 };
   const MARKER = 4.5;
+  const TICKS = 5;              // about this many y ticks
+  const OFF_SCALE_ROWS = [45, 56];  // baselines of the off-scale labels (two rows, so neighbours do not collide)
+  const CHAR_WIDTH = 6.2;       // an 11px character, for laying out text without measuring it
+  let WIDTH = DEFAULT_WIDTH;    // set by render() to the container's width
 
   function node(tag, attributes, text) {
     const element = document.createElementNS(SVG_NS, tag);
@@ -23,12 +31,29 @@
     return element;
   }
 
+  // A number as a person reads it: 4 significant digits, no exponent for ordinary magnitudes
+  // (the same text as servo_actors/readable.py's number_text, which the demo prints).
   function fmt(value) {
     if (value === null || value === undefined || Number.isNaN(value)) return "-";
     if (typeof value !== "number") return String(value);
-    if (Number.isInteger(value)) return String(value);
     const abs = Math.abs(value);
-    return abs !== 0 && (abs < 0.001 || abs >= 1e6) ? value.toExponential(2) : String(+value.toPrecision(4));
+    if (abs !== 0 && (abs < 1e-4 || abs >= 1e15)) return value.toExponential(3).replace(/e([+-])(\d)$/, "e$10$2");
+    if (Number.isInteger(value)) return String(value);
+    const decimals = Math.max(0, 3 - Math.floor(Math.log10(abs)));
+    return String(+value.toFixed(decimals));
+  }
+
+  // Round ticks over [low, high]: multiples of 1, 2 or 5 times a power of ten, about `count` of them.
+  function niceTicks(low, high, count) {
+    const raw = (high - low) / Math.max(1, count);
+    const power = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw) || 10 * power;
+    const decimals = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
+    const ticks = [];
+    for (let k = Math.ceil(low / step - 1e-9); k * step <= high + step * 1e-9; k++) {
+      ticks.push({ value: k * step, text: (k * step).toFixed(decimals).replace(/^-(0\.?0*)$/, "$1") });
+    }
+    return { ticks, step };
   }
 
   // A chart frame: an <svg> with a title, axes and a linear scale for x (steps) and y.
@@ -47,8 +72,10 @@
     const axes = node("g", { class: "axes" });
     axes.append(node("line", { x1: PAD.left, y1: HEIGHT - PAD.bottom, x2: WIDTH - PAD.right, y2: HEIGHT - PAD.bottom }));
     axes.append(node("line", { x1: PAD.left, y1: PAD.top, x2: PAD.left, y2: HEIGHT - PAD.bottom }));
-    for (const tick of [low + (high - low) * 0.1, (low + high) / 2, high - (high - low) * 0.1]) {
-      axes.append(node("text", { x: PAD.left - 6, y: y(tick) + 4, "text-anchor": "end" }, fmt(tick)));
+    for (const tick of niceTicks(low, high, TICKS).ticks) {
+      axes.append(node("line", { x1: PAD.left - 4, x2: PAD.left, y1: y(tick.value), y2: y(tick.value), class: "tick" }));
+      axes.append(node("text", { x: PAD.left - 6, y: y(tick.value) + 4, "text-anchor": "end", class: "y-tick",
+                                 "data-value": tick.value }, tick.text));
     }
     const stepTicks = last - first <= 12 ? xs : [first, Math.round((first + last) / 2), last];
     for (const tick of new Set(stepTicks)) {
@@ -88,7 +115,7 @@
     let at = PAD.left;
     for (const label of items) {
       group.append(node("text", { x: at, y: 32 }, label));
-      at += label.length * 6.2 + 18;
+      at += label.length * CHAR_WIDTH + 18;
     }
     svg.append(group);
   }
@@ -157,23 +184,41 @@
     const values = steps.map((s) => s.metrics[metric]);
     // Far-off readings (a saturated service) would flatten the rest: the axis stops at 3x the limit.
     const cap = bound > 0 ? bound * 3 : Math.max(...values);
-    const shown = values.map((v) => (bound > 0 ? Math.min(v, cap) : v));
+    const offScale = values.map((v) => bound > 0 && v > cap);
+    const shown = values.filter((v, i) => !offScale[i]);
     const xs = [...steps, ...cancelled].map((s) => s.n);
-    const { svg, x, y } = frame(`${metric} against its limit (${op} ${fmt(bound)})`, xs, [...shown, bound], metric);
+    const { svg, x, y } = frame(`${metric} against its limit (${op} ${fmt(bound)})`, xs,
+                                [...shown, bound, ...(offScale.some(Boolean) ? [cap] : [])], metric);
     svg.dataset.chart = "constraint";
     svg.dataset.metric = metric;
     svg.append(node("line", { x1: PAD.left, x2: WIDTH - PAD.right, y1: y(bound), y2: y(bound), class: "limit", "stroke-dasharray": "2 3" }));
-    svg.append(node("text", { x: WIDTH - PAD.right - 2, y: y(bound) - 4, "text-anchor": "end", class: "limit-label" }, `limit ${op} ${fmt(bound)}`));
+    // In the right margin, beside its line: never over a data point.
+    svg.append(node("text", { x: WIDTH - PAD.right + 6, y: y(bound) + 4, "text-anchor": "start", class: "limit-label" }, `limit ${op} ${fmt(bound)}`));
     const markers = node("g", { class: "markers" });
+    const arrows = node("g", { class: "off-scale-markers" });
+    let lastRight = [-Infinity, -Infinity];  // right end of the last label in each row
     steps.forEach((step, i) => {
       const met = (step.constraints || []).find((c) => c.constraint.startsWith(metric + " "));
-      const clipped = shown[i] !== values[i] ? " (off the chart)" : "";
-      markers.append(marker(step, x(step.n), y(shown[i]), `step ${step.n}: ${metric} ${fmt(values[i])}${clipped}` +
+      const clipped = offScale[i] ? ` (off the scale, above ${fmt(cap)})` : "";
+      const cy = offScale[i] ? PAD.top : y(values[i]);
+      markers.append(marker(step, x(step.n), cy, `step ${step.n}: ${metric} ${fmt(values[i])}${clipped}` +
         (met ? (met.met ? " meets " : " breaks ") + met.constraint : "")));
+      if (offScale[i]) {
+        // Clipped at the top edge: an arrow pointing up out of the chart, and the value itself.
+        const cx = x(step.n);
+        const text = `▲ ${fmt(values[i])}`;
+        const half = text.length * CHAR_WIDTH / 2;
+        const row = cx - half > lastRight[0] + 2 ? 0 : 1;
+        lastRight[row] = cx + half;
+        const group = node("g", { class: "off-scale", "data-step": step.n, "data-value": values[i] });
+        group.append(node("text", { x: cx, y: OFF_SCALE_ROWS[row], "text-anchor": "middle" }, text));
+        group.append(node("title", {}, `step ${step.n}: ${metric} ${fmt(values[i])}, off the scale (above ${fmt(cap)})`));
+        arrows.append(group);
+      }
     });
-    svg.append(markers);
+    svg.append(markers, arrows);
     if (cancelled.length) svg.append(cancelledMarkers(cancelled, x));
-    legend(svg, ["● feasible", "✕ infeasible", "▽ cancelled", "··· limit"]);
+    legend(svg, ["● feasible", "✕ infeasible", "▽ cancelled", "··· limit", ...(offScale.some(Boolean) ? ["▲ off the scale"] : [])]);
     return svg;
   }
 
@@ -213,6 +258,7 @@
   }
 
   function render(container, driver) {
+    WIDTH = Math.max(MIN_WIDTH, Math.round(container.clientWidth || DEFAULT_WIDTH));
     const charts = [objectiveChart(driver)];
     for (const text of ((driver.plan || {}).objective || {}).constraints || []) charts.push(constraintChart(driver, text));
     charts.push(settingsChart(driver));
@@ -221,5 +267,5 @@
     if (!drawn.length) container.textContent = "no measurements yet";
   }
 
-  window.OptimizerCharts = { render };
+  window.OptimizerCharts = { render, fmt };
 })();

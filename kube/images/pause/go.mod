@@ -1,0 +1,3 @@
+module servo-actors.local/pause
+
+go 1.26
