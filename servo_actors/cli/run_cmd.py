@@ -62,19 +62,21 @@ def run_cmd(
 ) -> None:
     """Connect to the optimizer and run the control loop until SIGTERM or SIGINT (then GOODBYE, exit 0).
 
-    With a servo.yaml of several applications, ``--app ORG/APP`` picks the one to run.
+    With a servo.yaml of several applications it runs every one (a loop each, one actor system);
+    ``--app ORG/APP`` (repeatable) picks which.
     """
     from servo_actors.config.loading import require_optimizer
     from servo_actors.runner import Runner
 
     configs = state.select(app_names)
+    for config in configs:
+        require_optimizer(config)
     if len(configs) > 1:
-        raise UsageError(
-            f"{state.apps.source} holds {len(configs)} applications ({', '.join(c.app or '-' for c in configs)}); "
-            "run serves one application per servo process: choose it with --app ORG/APP"
-        )
+        if check_first or dry_run:
+            raise UsageError("--check and --dry-run take one application: choose it with --app ORG/APP")
+        _run_several(configs, state, metrics_listen)
+        return
     (config,) = configs
-    require_optimizer(config)
     if metrics_listen is not None:
         config.settings.metrics = config.settings.metrics.model_copy(update={"listen": metrics_listen})
     with signals.watching(reload=True) as watcher:
@@ -90,6 +92,22 @@ def run_cmd(
             if dry_run:
                 return
         exit_code = Runner(config, config_path=state.config_path, signals=watcher).run()
+    if exit_code:
+        raise click.exceptions.Exit(exit_code)
+
+
+def _run_several(configs: tuple[ServoConfig, ...], state: CliState, metrics_listen: str | None) -> None:
+    """Every application in one servo: a loop each, one actor system (``runner.apps``)."""
+    from servo_actors.runner.apps import AppsRunner
+
+    if metrics_listen is not None:
+        first = configs[0]
+        first.settings.metrics = first.settings.metrics.model_copy(update={"listen": metrics_listen})
+    with signals.watching(reload=True) as watcher:
+        if watcher.stop.is_set():
+            log.info("stopped (%s) before the connectors started", watcher.stop_signal)
+            return
+        exit_code = AppsRunner(configs, config_path=state.config_path, signals=watcher).run()
     if exit_code:
         raise click.exceptions.Exit(exit_code)
 

@@ -49,8 +49,11 @@ class Runner(RunnerOperations, RunnerReload):
     def run(self) -> int:
         """The exit code: 0 after SIGTERM/SIGINT or ``request_stop``; 1 after a terminal failure.
 
-        With ``settings.metrics.listen``, /metrics, /healthz and /readyz are served meanwhile.
+        With ``settings.metrics.listen``, /metrics, /healthz and /readyz are served meanwhile
+        (by the caller instead for one application of several: ``root``).
         """
+        if self.root is not None:
+            return self._run()
         metrics = self.config.settings.metrics
         with observability.serving(metrics, (spec.name for spec in self.config.connectors)) as server:
             try:
@@ -74,10 +77,11 @@ class Runner(RunnerOperations, RunnerReload):
             self.signals.restore()
 
     def _run(self) -> int:
-        self.signals.install()
+        if self.root is None:
+            self.signals.install()
         try:
             # The actor system forks its processes: start it before the HTTP client makes threads.
-            self.runtime = ServoRuntime(self.config)
+            self.runtime = ServoRuntime(self.config, root=self.root)
             try:
                 started = self.runtime.start(stop=self.signals.stop, patient=True)
             except SupervisorLost as exc:
@@ -95,7 +99,8 @@ class Runner(RunnerOperations, RunnerReload):
                 self.client.close()
             if self.identity is not None:
                 self.identity.release()
-            self.signals.restore()
+            if self.root is None:
+                self.signals.restore()
 
     def request_stop(self, reason: str = "shutdown") -> None:
         """End the run as a signal would, with GOODBYE ``reason`` (safe from any thread)."""
@@ -111,7 +116,7 @@ class Runner(RunnerOperations, RunnerReload):
         try:
             while not self.signals.stop.is_set():
                 try:
-                    if self.signals.take_reload():
+                    if self.root is None and self.signals.take_reload():
                         self._reload()
                     self._heal()
                     failure = self.runtime.failure
@@ -166,10 +171,11 @@ class Runner(RunnerOperations, RunnerReload):
                 return
             wake = self.signals.wake_fd
             self.runtime.idle_wait(min(remaining, SLEEP_SLICE), () if wake is None else (wake,))
-            self.signals.drain_wake()
+            if self.root is None:  # else the caller drains it, for every application's loop
+                self.signals.drain_wake()
             if self.signals.stop.is_set():
                 return
-            if self.signals.take_reload():
+            if self.root is None and self.signals.take_reload():
                 self._reload()
             # A death during a long SLEEP is healed now, not when the SLEEP ends; a supervisor that
             # gave up (restart intensity) ends the run now too.

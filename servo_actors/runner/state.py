@@ -13,6 +13,7 @@ from typing import Any
 
 from servo_actors.actors import ServoRuntime
 from servo_actors.actors.rules.restart_policy import RestartIntensity
+from servo_actors.actors.runtime import RootSystem
 from servo_actors.config import ServoConfig
 from servo_actors.identity import IdentityGuard
 from servo_actors.observability import events
@@ -35,6 +36,7 @@ class RunnerState:
         config_path: str | None = None,
         observer: Observer | None = None,
         signals: SignalWatcher | None = None,
+        root: RootSystem | None = None,
     ) -> None:
         from servo_actors.config.loading import require_optimizer
 
@@ -42,6 +44,10 @@ class RunnerState:
         self.config = config
         self.config_path = config_path
         self.signals = signals or SignalWatcher()
+        self.root = root
+        """With a root (a servo of several applications, ``ServoTree``): this runner is one
+        application's loop on a thread of its own. Its connectors join the root's actor system; the
+        signals, SIGHUP and the metrics endpoint are the caller's, on the main thread."""
         self._observer = observer
         self._stop_reason: str | None = None
         self.runtime: ServoRuntime | None = None

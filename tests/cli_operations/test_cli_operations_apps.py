@@ -86,7 +86,7 @@ def test_run_serves_the_application_app_selects(servo) -> None:
     write_apps(servo, ("acme.com/web", [SYNTHETIC]), ("acme.com/db", [chaos("drill")]))
     several = servo.run("run", "--dry-run")
     assert several.returncode == 2
-    assert "holds 2 applications (acme.com/web, acme.com/db)" in several.stderr and "--app" in several.stderr
+    assert "--dry-run take one application: choose it with --app ORG/APP" in several.stderr
     one = servo.run("run", "--dry-run", "--app", "acme.com/db")
     assert one.returncode == 0, one.stderr
     assert "drill: drill is alive: ok" in one.stdout and "app:" not in one.stdout
