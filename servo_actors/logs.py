@@ -1,9 +1,10 @@
 """Logging for the servo: text or JSON lines on stderr, with known secrets redacted.
 
-A JSON line always carries the same keys: ``time``, ``level``, ``logger``, ``message`` and the
-``STABLE_FIELDS`` (``event``, ``cmd``, ``cmd_uid``, ``connector``, ``generation``, ``pid``,
-``reason``, ``duration_ms``), null where they do not apply (``event`` is ``log`` for a plain line,
-``pid`` the process that wrote it), plus any other ``extra=`` fields of the record. The servo's
+A JSON line always carries the same keys and no other (``JSON_KEYS``): ``time``, ``level``,
+``logger``, ``message``, the ``STABLE_FIELDS`` (``event``, ``cmd``, ``cmd_uid``, ``connector``,
+``generation``, ``pid``, ``status``, ``reason``, ``kind``, ``duration_ms``), null where they do not
+apply (``event`` is ``log`` for a plain line, ``pid`` the process that wrote it), ``exception``
+(a traceback, or null) and ``extra`` (any other ``extra=`` fields of the record, or {}). The servo's
 events (``observability.events``) and its connectors' lines (``observability.log_relay``) fill them.
 
 Secrets are redacted by value, not by hoping nobody logs them: whatever reads a token calls
@@ -31,6 +32,8 @@ from typing import Any, Literal, TextIO
 from pydantic import SecretStr
 
 __all__ = [
+    "IGNORED_ATTRIBUTES",
+    "JSON_KEYS",
     "JsonFormatter",
     "LOG_FORMATS",
     "LOG_LEVELS",
@@ -55,8 +58,24 @@ LOG_FORMATS = ("text", "json")
 # logs unreadable, and a real token is never this short.
 MIN_SECRET_LENGTH = 6
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
-STABLE_FIELDS = ("event", "cmd", "cmd_uid", "connector", "generation", "pid", "reason", "duration_ms")
-"""Keys every JSON line carries (null where they do not apply): what log queries can rely on."""
+STABLE_FIELDS = (
+    "event",
+    "cmd",
+    "cmd_uid",
+    "connector",
+    "generation",
+    "pid",
+    "status",
+    "reason",
+    "kind",
+    "duration_ms",
+)
+"""Fields every JSON line carries (null where they do not apply): what log queries can rely on."""
+JSON_KEYS = ("time", "level", "logger", "message", *STABLE_FIELDS, "exception", "extra")
+"""The keys of every JSON line, always all of them and no other: ``exception`` is the traceback
+(and stack) or null, ``extra`` an object of any other ``extra=`` fields of the record ({})."""
+IGNORED_ATTRIBUTES = frozenset({"actorAddress"})
+"""Record attributes no line carries: Thespian's own (the actor's transport address)."""
 PLAIN_EVENT = "log"
 """The ``event`` of a line that is not one of the servo's events."""
 
@@ -126,9 +145,11 @@ class SecretRedactingFilter(logging.Filter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, any ``extra=`` fields, exception."""
+    """One JSON object per line, with the keys ``JSON_KEYS``: time, level, logger, message, the
+    stable fields, the exception, and the record's other ``extra=`` fields under ``extra``."""
 
     def format(self, record: logging.LogRecord) -> str:
+        extra: dict[str, Any] = {}
         entry: dict[str, Any] = {
             "time": datetime.datetime.fromtimestamp(record.created, tz=datetime.UTC).isoformat(
                 timespec="milliseconds"
@@ -139,16 +160,21 @@ class JsonFormatter(logging.Formatter):
             **dict.fromkeys(STABLE_FIELDS),
             "event": PLAIN_EVENT,
             "pid": record.process,
+            "exception": None,
+            "extra": extra,
         }
         for name, value in vars(record).items():
-            if name not in _STANDARD_ATTRIBUTES and (name not in entry or name in STABLE_FIELDS):
+            if name in _STANDARD_ATTRIBUTES or name in IGNORED_ATTRIBUTES:
+                continue
+            if name in STABLE_FIELDS:
                 entry[name] = value
+            else:
+                extra[name] = value
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
-        if record.exc_text:
-            entry["exception"] = record.exc_text
-        if record.stack_info:
-            entry["stack"] = record.stack_info
+        problem = [text for text in (record.exc_text, record.stack_info) if text]
+        if problem:
+            entry["exception"] = "\n".join(problem)
         # Again over the whole line: ``extra=`` values may nest secrets inside lists and dicts.
         return redact(json.dumps(entry, default=str))
 
@@ -192,9 +218,12 @@ def configure_logging(
     return handler
 
 
-def stderr_handler(log_format: str, formatter: logging.Formatter | None = None) -> logging.Handler:
-    """A handler writing redacted lines to stderr in ``log_format`` (or with ``formatter``)."""
-    handler = _StderrHandler()
+def stderr_handler(
+    log_format: str, formatter: logging.Formatter | None = None, stream: TextIO | None = None
+) -> logging.Handler:
+    """A handler writing redacted lines to stderr (or ``stream``) in ``log_format`` (or with
+    ``formatter``)."""
+    handler: logging.Handler = _StderrHandler() if stream is None else logging.StreamHandler(stream)
     handler.addFilter(SecretRedactingFilter())
     if formatter is None:
         formatter = JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)

@@ -15,6 +15,7 @@ from typing import Any
 from servo_actors.actors.rules import messages as m
 from servo_actors.actors.rules.results import NOT_INVOLVED, ConnectorOutcome
 from servo_actors.actors.transport.plain_data import (
+    NotPlainData,
     PlainConverter,
     refuse_oversize,
     safe_text,
@@ -51,7 +52,14 @@ def build_connector(spec: m.ChildSpec) -> Connector:
 
 
 class InvalidResult(ValueError):
-    """A connector returned something of the wrong shape or that is not plain data."""
+    """A connector returned something of the wrong shape or that is not plain data.
+
+    ``call``: the connector's method whose result it was (``describe()``, which measure and adjust
+    call first to learn what the connector owns), None for the operation's own method."""
+
+    def __init__(self, message: str, call: str | None = None) -> None:
+        super().__init__(message)
+        self.call = call
 
 
 def _mapping(value: Any, what: str, *, none_ok: bool = True) -> dict[str, Any]:
@@ -91,11 +99,15 @@ class ConnectorCalls:
     def description(self) -> dict[str, Any]:
         """The connector's describe() of this process (cached: ownership of metrics and components)."""
         if self._description is None:
-            described = _mapping(self.plain(self.connector.describe(), "describe()"), "describe()")
-            self._description = {
-                "components": _mapping(described.get("components"), "describe().components"),
-                "metrics": _mapping(described.get("metrics"), "describe().metrics"),
-            }
+            try:
+                described = _mapping(self.plain(self.connector.describe(), "describe()"), "describe()")
+                self._description = {
+                    "components": _mapping(described.get("components"), "describe().components"),
+                    "metrics": _mapping(described.get("metrics"), "describe().metrics"),
+                }
+            except (NotPlainData, InvalidResult) as exc:
+                expected = "a mapping {components: {...}, metrics: {...}}"
+                raise InvalidResult(f"{safe_text(exc)} (expected {expected})", call="describe()") from None
         return self._description
 
     def run(

@@ -23,7 +23,7 @@ operation's shape, and measured once more as the reply it becomes. The worker th
 everything; should it end all the same, its job fails at once and the next job gets a fresh thread.
 
 This module is the actor: its process set-up, its messages, the parent checks and forwarding what
-the worker posted. The worker thread is ``host_worker`` (the mixin ``HostWorker``), and calling the
+the worker posted. The worker thread is a ``host_worker.HostWorker`` the host holds, and calling the
 connector and checking what it returns is ``connector_calls`` (plain Python, no Thespian).
 """
 
@@ -33,19 +33,14 @@ import contextlib
 import gc
 import logging
 import os
-import queue
 import signal
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from thespian.actors import Actor, ThespianWatch, WakeupMessage, WatchMessage
 
-from servo_actors.actors.connector_calls import (
-    ConnectorCalls,
-)
 from servo_actors.actors.host_worker import (
     INVALID_RESULT,
     HostWorker,
@@ -113,7 +108,7 @@ def forking(spec: m.ChildSpec, generation: int, private_fds: tuple[int, ...] = (
         _forked_with = None
 
 
-class ConnectorHost(HostWorker, Actor):
+class ConnectorHost(Actor):
     """Hosts one connector (see module docstring). Created and driven only by the Supervisor."""
 
     def __init__(self) -> None:
@@ -132,18 +127,11 @@ class ConnectorHost(HostWorker, Actor):
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
-        self._events: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
-        # The latest progress of the operation, not a queue: a connector calling progress() in a
-        # loop (from any thread) costs one slot, and the actor thread forwards only the latest.
-        self._progress_lock = threading.Lock()
-        self._progress: tuple[str, float, str] | None = None
         self._spec: m.ChildSpec | None = None
         self._generation = 0
         self._supervisor: Any = None
-        self._calls: ConnectorCalls | None = None
-        self._busy: str | None = None
-        self._work: queue.SimpleQueue[tuple[str, Callable[[], tuple[Any, ...]]]] | None = None
-        self._worker: threading.Thread | None = None
+        self._worker: HostWorker | None = None
+        """The connector's worker thread, from the moment the host knows its spec (``_begin``)."""
         early = _forked_with
         if early is not None:
             if self._parent_pid != early.supervisor_pid:  # it died between fork and prctl
@@ -194,6 +182,7 @@ class ConnectorHost(HostWorker, Actor):
     def _begin(self, spec: m.ChildSpec, generation: int) -> None:
         """Become ``spec``'s host: contain this process, then start the connector (on the worker)."""
         self._spec, self._generation = spec, generation
+        self._worker = HostWorker(spec, generation, self._wake_w)
         log_relay.tag_records(spec.name, generation)  # its log lines name it in the servo's log
         # Before any connector code runs: whatever it starts stays in this host's cgroup, and
         # names this host in its environment.
@@ -202,80 +191,87 @@ class ConnectorHost(HostWorker, Actor):
             cgroups.contain_self(spec.descendant_tracking)
         except ValueError as exc:
             _log.warning("connector %s: %s; relying on the subreaper", self._name, exc)
-        self._start_worker("startup", self._startup_work)
+        self._worker.startup()
 
     def _call(self, msg: m.HostCall) -> None:
         if msg.generation != self._generation:
             return
-        if self._calls is None or self._busy is not None:
+        worker = self._worker
+        if worker is None or worker.calls is None or worker.busy is not None:
             busy = ConnectorOutcome(self._name, "failed", "busy", f"connector {self._name!r} is busy")
             self.send(self._supervisor, m.HostReply(msg.request_id, self._name, self._generation, busy))
             return
-        self._start_worker(msg.request_id, lambda: self._operation_work(msg))
+        worker.operate(msg)
 
     def _shutdown(self, msg: m.HostShutdown) -> None:
         if msg.generation != self._generation:
             return
-        if self._calls is None or self._busy is not None:
+        worker = self._worker
+        if worker is None or worker.calls is None or worker.busy is not None:
             # The worker is stuck in the connector: shutdown() cannot run; the supervisor kills us.
             self.send(self._supervisor, m.HostShutdownDone(self._name, self._generation))
             return
-        self._start_worker("shutdown", self._shutdown_work)
+        worker.shutdown()
+
+    @property
+    def _name(self) -> str:
+        return self._spec.name if self._spec else "?"
 
     def _check_parent(self) -> None:
         self.wakeupAfter(PARENT_CHECK_INTERVAL)  # first: should anything below raise, checks go on
         if os.getppid() != self._parent_pid:
             os.killpg(0, signal.SIGKILL)
         worker = self._worker
-        if self._busy is not None and worker is not None and not worker.is_alive():
+        if worker is not None and worker.busy is not None and worker.thread_ended:
             # Cannot happen (the worker catches everything and says so if it ends): belt and braces.
-            self._forward(self._job_failed(self._busy, "its worker thread ended"))
+            self._forward(worker.job_failed(worker.busy, "its worker thread ended"))
 
     def _drain(self) -> None:
         with contextlib.suppress(BlockingIOError):
             while os.read(self._wake_r, 4096):
                 pass
-        if self._supervisor is None:
+        worker = self._worker
+        if self._supervisor is None or worker is None:
             return  # started before its HostInit: what the worker posted waits for it (``_init``)
-        with self._progress_lock:
-            progress, self._progress = self._progress, None
+        progress = worker.take_progress()
         if progress is not None:
             self._forward(("progress", *progress))
         # Bounded: the worker posts one event per job, so more than this means another drain.
         for _ in range(DRAIN_LIMIT):
-            try:
-                event = self._events.get_nowait()
-            except queue.Empty:
+            event = worker.next_event()
+            if event is None:
                 return
             try:
                 self._forward(event)
             except Exception:  # one event that cannot be sent must not hold up the others
                 _log.exception("connector host %s could not forward %s", self._name, event[0])
-        self._wake()
+        worker.wake()
 
     def _forward(self, event: tuple[Any, ...]) -> None:
+        worker = self._worker
+        assert worker is not None  # events come from it
         kind, name, gen = event[0], self._name, self._generation
         if kind == "progress":
             _, request_id, percent, message = event
             self.send(self._supervisor, m.HostProgress(request_id, name, gen, percent, message))
         elif kind == "reply":
             _, request_id, outcome, claimed = event
-            self._busy = None
+            worker.busy = None
             self._send_reply(m.HostReply(request_id, name, gen, outcome, claimed))
         elif kind == "ready":
-            self._busy = None
+            worker.busy = None
             self.send(self._supervisor, m.HostReady(name, gen, os.getpid()))
         elif kind == "startup-failed":
             self.send(self._supervisor, m.HostStartupFailed(name, gen, event[1]))
         elif kind == "shutdown-done":
-            self._busy = None
+            worker.busy = None
             self.send(self._supervisor, m.HostShutdownDone(name, gen))
         elif kind == "worker-ended":
             # Something escaped the worker's own handlers: the job it was on fails now, and the
             # next job gets a fresh worker thread.
-            self._worker = None
-            if event[1] is not None and event[1] == self._busy:
-                self._forward(self._job_failed(event[1], "its worker thread ended"))
+            worker.forget_thread()
+            if event[1] is not None and event[1] == worker.busy:
+                self._forward(worker.job_failed(event[1], "its worker thread ended"))
 
     def _send_reply(self, reply: m.HostReply) -> None:
         try:

@@ -3,10 +3,10 @@ shutdown) and hands the actor thread what came of it, progress included.
 
 Apart from the actor (``host``): a Thespian actor blocked inside ``receiveMessage`` is deaf, so the
 connector runs here, on one worker thread of the host process, which posts events (progress,
-result) to a queue and wakes the actor thread with a byte on a pipe it watches. This is the mixin
-``HostWorker`` of ``ConnectorHost``: it reads the host's state, which ``ConnectorHost.__init__``
-sets, and imports no Thespian. The worker catches everything; should it end all the same, its job
-fails at once (``_job_failed``) and the next job gets a fresh thread.
+result) to a queue and wakes the actor thread with a byte on a pipe it watches. ``HostWorker`` is
+that thread's side, an object the host holds once it knows its connector (``ConnectorHost._begin``);
+it imports no Thespian. The worker catches everything; should it end all the same, its job fails
+at once (``job_failed``) and the next job gets a fresh thread.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from servo_actors.actors.connector_calls import (
     failure_outcome,
 )
 from servo_actors.actors.rules import messages as m
+from servo_actors.actors.rules.exits import CHANNEL_LOST_EXIT
 from servo_actors.actors.rules.results import ConnectorOutcome
 from servo_actors.actors.transport.plain_data import (
     NotPlainData,
@@ -58,27 +59,74 @@ MAX_EXIT_CODE = 255
 
 
 class HostWorker:
-    """The worker-thread half of ``ConnectorHost`` (a mixin: the host's ``__init__`` sets these)."""
+    """The worker thread of one connector's host, for ``spec`` at ``generation``.
 
-    _spec: m.ChildSpec | None
-    _generation: int
-    _calls: ConnectorCalls | None
-    _busy: str | None
-    """The job in hand (startup, shutdown or a request id), None when idle."""
-    _work: queue.SimpleQueue[tuple[str, Callable[[], tuple[Any, ...]]]] | None
-    _worker: threading.Thread | None
-    _events: queue.SimpleQueue[tuple[Any, ...]]
-    _progress_lock: threading.Lock
-    _progress: tuple[str, float, str] | None
-    _wake_w: int
+    The actor thread starts jobs (``startup``, ``operate``, ``shutdown``); each ends with one event
+    in ``next_event`` (``ready``, ``startup-failed``, ``reply``, ``shutdown-done`` or
+    ``worker-ended``), and the latest progress waits in ``take_progress``; each of them writes a
+    byte to ``wake_fd``, the pipe the actor thread watches.
+    """
+
+    def __init__(self, spec: m.ChildSpec, generation: int, wake_fd: int) -> None:
+        self.spec = spec
+        self.generation = generation
+        self._wake_w = wake_fd
+        self.busy: str | None = None
+        """The job in hand (startup, shutdown or a request id), None when idle."""
+        self.calls: ConnectorCalls | None = None
+        """The connector's calls, once its startup succeeded."""
+        self._events: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        # The latest progress of the operation, not a queue: a connector calling progress() in a
+        # loop (from any thread) costs one slot, and the actor thread forwards only the latest.
+        self._progress_lock = threading.Lock()
+        self._progress: tuple[str, float, str] | None = None
+        self._work: queue.SimpleQueue[tuple[str, Callable[[], tuple[Any, ...]]]] | None = None
+        self._thread: threading.Thread | None = None
 
     @property
-    def _name(self) -> str:
-        return self._spec.name if self._spec else "?"
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def thread_ended(self) -> bool:
+        """A job is in hand and the thread that runs it is gone (it never should be)."""
+        return self.busy is not None and self._thread is not None and not self._thread.is_alive()
+
+    def forget_thread(self) -> None:
+        """The thread said it ended: the next job starts a fresh one."""
+        self._thread = None
+
+    def startup(self) -> None:
+        self._start("startup", self._startup_work)
+
+    def operate(self, call: m.HostCall) -> None:
+        self._start(call.request_id, lambda: self._operation_work(call))
+
+    def shutdown(self) -> None:
+        self._start("shutdown", self._shutdown_work)
+
+    def take_progress(self) -> tuple[str, float, str] | None:
+        """The latest progress not yet taken (request id, percent, message), or None."""
+        with self._progress_lock:
+            progress, self._progress = self._progress, None
+        return progress
+
+    def next_event(self) -> tuple[Any, ...] | None:
+        try:
+            return self._events.get_nowait()
+        except queue.Empty:
+            return None
+
+    def job_failed(self, label: str, why: str) -> tuple[Any, ...]:
+        """The event that ends job ``label`` (startup, shutdown or a request id) as failed."""
+        return self._job_failed(label, why)
+
+    def wake(self) -> None:
+        self._wake()
 
     def _job_failed(self, label: str, why: str) -> tuple[Any, ...]:
         """The event that ends job ``label`` (startup, shutdown or a request id) as failed."""
-        name = self._name
+        name = self.name
         if label == "startup":
             return ("startup-failed", f"the host failed: {why}")
         if label == "shutdown":
@@ -88,14 +136,14 @@ class HostWorker:
 
     # ----- worker thread -----------------------------------------------------------------------
 
-    def _start_worker(self, label: str, work: Callable[[], tuple[Any, ...]]) -> None:
+    def _start(self, label: str, work: Callable[[], tuple[Any, ...]]) -> None:
         """Hand ``work`` to the worker thread (started on first use, and again should it end)."""
-        self._busy = label
-        if self._worker is None or self._work is None or not self._worker.is_alive():
+        self.busy = label
+        if self._thread is None or self._work is None or not self._thread.is_alive():
             self._work = queue.SimpleQueue()
-            self._worker = threading.Thread(target=self._worker_loop, args=(self._work,), daemon=True)
-            self._worker.name = "connector"
-            self._worker.start()
+            self._thread = threading.Thread(target=self._worker_loop, args=(self._work,), daemon=True)
+            self._thread.name = "connector"
+            self._thread.start()
         self._work.put((label, work))
 
     def _worker_loop(self, jobs: queue.SimpleQueue[tuple[str, Callable[[], tuple[Any, ...]]]]) -> None:
@@ -122,29 +170,35 @@ class HostWorker:
             return self._job_failed(label, describe_exception(exc))
 
     def _wake(self) -> None:
-        with contextlib.suppress(BlockingIOError):
+        try:
             os.write(self._wake_w, b"!")
+        except BlockingIOError:
+            pass  # full: the actor thread has wake-ups enough
+        except OSError:
+            # The pipe is gone (the connector closed descriptors it does not own, Thespian's sockets
+            # with them): this host can never answer again. It ends now; the supervisor names the
+            # exit code (``exits.CHANNEL_LOST_EXIT``) in the part, instead of waiting for its deadline.
+            os._exit(CHANNEL_LOST_EXIT)
 
     def _post(self, event: tuple[Any, ...]) -> None:
         self._events.put(event)
         self._wake()
 
     def _startup_work(self) -> tuple[Any, ...]:
-        assert self._spec is not None
         try:
-            connector = build_connector(self._spec)
+            connector = build_connector(self.spec)
             connector.startup()
         except SystemExit:
             raise
         except BaseException as exc:  # anything a plugin raises is its failure, reported by name
             return ("startup-failed", describe_exception(exc))
-        self._calls = ConnectorCalls(connector, self._spec.max_result_bytes)
+        self.calls = ConnectorCalls(connector, self.spec.max_result_bytes)
         return ("ready",)
 
     def _shutdown_work(self) -> tuple[Any, ...]:
-        assert self._calls is not None
+        assert self.calls is not None
         with contextlib.suppress(Exception):  # best effort: the process is killed next anyway
-            self._calls.connector.shutdown()
+            self.calls.connector.shutdown()
         return ("shutdown-done",)
 
     def _progress_function(self, request_id: str) -> Callable[..., None]:
@@ -163,34 +217,44 @@ class HostWorker:
         return progress
 
     def _operation_work(self, call: m.HostCall) -> tuple[Any, ...]:
-        assert self._calls is not None and self._spec is not None
-        name = self._name
+        assert self.calls is not None
+        name = self.name
         claimed: tuple[str, ...] = ()
         try:
-            data, claimed, reason = self._calls.run(call, self._progress_function(call.request_id))
+            data, claimed, reason = self.calls.run(call, self._progress_function(call.request_id))
             outcome = ConnectorOutcome(name, "ok", reason, None, data)
         except ConnectorFailure as failure:
             outcome = failure_outcome(name, failure)
         except ResultTooLarge as exc:
             outcome = self._too_large(call, str(exc))
         except (NotPlainData, InvalidResult) as exc:
-            message = f"connector {name!r} returned an invalid {call.operation} result: {safe_text(exc)}"
-            outcome = ConnectorOutcome(name, "failed", INVALID_RESULT, message)
+            outcome = ConnectorOutcome(name, "failed", INVALID_RESULT, self._invalid(call, exc))
         except SystemExit:
             raise
         except BaseException as exc:  # a connector bug must not take the host's reply with it
-            message = f"connector {name!r} raised {type_name(exc)} in {call.operation}: {safe_text(exc)}"
+            said = safe_text(exc)
+            said = f": {said}" if said else " (with no message)"
+            message = f"connector {name!r} raised {type_name(exc)} in {call.operation}{said}"
             outcome = ConnectorOutcome(name, "failed", "connector-error", message)
-        size = len(pickle.dumps(m.HostReply(call.request_id, name, self._generation, outcome, claimed)))
-        if size > self._spec.max_result_bytes:
+        size = len(pickle.dumps(m.HostReply(call.request_id, name, self.generation, outcome, claimed)))
+        if size > self.spec.max_result_bytes:
             outcome, claimed = self._too_large(call, f"{size} bytes"), ()
         return ("reply", call.request_id, outcome, claimed)
 
+    def _invalid(self, call: m.HostCall, exc: Exception) -> str:
+        """What was invalid: the operation's result, or that of describe(), which it needed."""
+        name, text = self.name, safe_text(exc)
+        needed = getattr(exc, "call", None)
+        if needed is not None and needed != f"{call.operation}()":
+            return (
+                f"connector {name!r}: {needed} returned an invalid result, needed by {call.operation}: {text}"
+            )
+        return f"connector {name!r} returned an invalid {call.operation} result: {text}"
+
     def _too_large(self, call: m.HostCall, size: str) -> ConnectorOutcome:
-        assert self._spec is not None
-        limit = self._spec.max_result_bytes
+        limit = self.spec.max_result_bytes
         message = (
-            f"connector {self._name!r} returned a {call.operation} result of {size} (pickled), over the "
+            f"connector {self.name!r} returned a {call.operation} result of {size} (pickled), over the "
             f"limit of {limit} bytes (supervisor.max_result_bytes)"
         )
-        return ConnectorOutcome(self._name, "failed", RESULT_TOO_LARGE, message)
+        return ConnectorOutcome(self.name, "failed", RESULT_TOO_LARGE, message)

@@ -26,10 +26,15 @@ class Adoption:
 
 def adoption(driver_state: dict[str, Any]) -> Adoption | None:
     """The settings to apply after a run; None when there is no baseline reading to fall back on."""
-    baseline = next((s for s in driver_state.get("steps", []) if s.get("n") == 0), None)
-    if baseline is None or not baseline.get("settings"):
+    step0 = next((s for s in driver_state.get("steps", []) if s.get("n") == 0), None)
+    if step0 is None or not step0.get("settings"):
         return None
-    kept = baseline["settings"]
+    kept = step0["settings"]
+    # The baseline as a point (all its readings) when the optimizer gives it, else step 0 alone.
+    baseline = driver_state.get("baseline") or {
+        "objective": step0.get("objective"),
+        "holds": step0.get("status") == "ok" and bool(step0.get("feasible")),
+    }
     best = driver_state.get("best")
     if not best:
         return Adoption(kept, False, "the optimization ended without a recommendation")
@@ -41,7 +46,7 @@ def adoption(driver_state: dict[str, Any]) -> Adoption | None:
     objective = driver_state.get("plan", {}).get("objective", {})
     sense = "maximize" if "maximize" in objective else "minimize"
     before, after = baseline.get("objective"), best.get("objective")
-    if baseline.get("status") == "ok" and baseline.get("feasible") and _number(before):
+    if baseline.get("holds") and _number(before):
         if not _number(after):
             return Adoption(
                 kept, False, f"the recommendation (step {best.get('step')}) has no objective value"

@@ -17,16 +17,16 @@ __all__ = ["described_settings", "settings_text", "step_line", "summary_lines"]
 def summary_lines(driver_state: dict[str, Any]) -> list[str]:
     """The demo's closing summary: baseline against recommendation, per setting and per metric.
 
-    ``driver_state`` is ``/admin/state``'s ``driver`` part. The recommendation's metrics are the
-    means of its readings; each constraint is shown with its standard error and reading count.
+    ``driver_state`` is ``/admin/state``'s ``driver`` part. The recommendation's metrics, and the
+    baseline's, are the means of their readings; each constraint is shown with its standard error and reading count.
     Improvement is in percent of the baseline, positive when the recommendation is better: lower
     for a minimized objective, higher for a maximized one. Metrics that are neither the objective
     nor constrained show their change only. One verdict runs through every line: a recommendation
     that is not confirmed never has a constraint line saying it holds.
     """
     best = driver_state.get("best")
-    baseline = next((s for s in driver_state.get("steps", []) if s.get("n") == 0), None)
-    if not best or not baseline or baseline.get("status") != "ok":
+    baseline = _baseline(driver_state)
+    if not best or not baseline:
         return ["summary: no baseline reading and recommendation to compare"]
     plan = driver_state.get("plan", {})
     objective = plan.get("objective", {})
@@ -78,6 +78,14 @@ def summary_lines(driver_state: dict[str, Any]) -> list[str]:
             f"  {judged['constraint']}: {value} ({counted(readings, 'reading')}) {_verdict(judged, confirmed)}"
         )
     return lines
+
+
+def _baseline(driver_state: dict[str, Any]) -> dict[str, Any] | None:
+    """The baseline as a point (the means of all its readings), else step 0's own reading."""
+    if driver_state.get("baseline"):
+        return dict(driver_state["baseline"])
+    step = next((s for s in driver_state.get("steps", []) if s.get("n") == 0), None)
+    return step if step is not None and step.get("status") == "ok" else None
 
 
 def _verdict(judged: dict[str, Any], confirmed: bool) -> str:

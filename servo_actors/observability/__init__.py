@@ -10,7 +10,8 @@
 - ``registry.ServoMetrics``: every metric, in a registry of the servo's own.
 - ``health.HealthState``: what /healthz and /readyz answer (pure, clock injected).
 - ``server.MetricsServer``: the HTTP side, on the configured address only.
-- ``log_relay``: connector log lines reach the servo's log, tagged with the connector.
+- ``log_relay``: connector log lines reach the servo's log, tagged with the connector; with it,
+  ``output_capture`` makes a connector's stdout and stderr lines of its own, bounded.
 
 This package sits below every other layer (the runner, the actors and the protocol client call
 into it); it imports only the configuration, the logs and ``prometheus_client``.

@@ -163,6 +163,31 @@ def _result_posted(cmd: str, cmd_uid: str | None, param: dict[str, Any], active:
         active.health.command(None)
 
 
+def result_undelivered(event: str, param: dict[str, Any], why: str) -> None:
+    """A result post that never reached the optimizer, or that it refused (``why``): not counted
+    as a result posted; the servo goes on to its next poll."""
+    cmd = RESULT_COMMANDS.get(event, event)
+    cmd_uid, status, reason = param.get("cmd_uid"), str(param.get("status")), param.get("reason")
+    log.error(
+        "result of %s %s (%s, %s) not delivered: %s; the servo goes on to poll for its next command",
+        cmd,
+        cmd_uid,
+        status,
+        reason,
+        why,
+        extra={
+            "event": "result-undelivered",
+            "cmd": cmd,
+            "cmd_uid": cmd_uid,
+            "status": status,
+            "reason": reason,
+        },
+    )
+    active = _active
+    if active is not None:
+        active.health.command(None)
+
+
 def _cancelled(kind: str, cmd: str, cmd_uid: str | None, reply: Any, active: _Active | None) -> None:
     said = getattr(reply, "reason", None) or getattr(reply, "status", None)
     fields = {"event": "cancel", "cmd": cmd, "cmd_uid": cmd_uid, "reason": said, "kind": kind}
@@ -355,6 +380,7 @@ __all__ = [
     "exchange_began",
     "exchange_ended",
     "answer",
+    "result_undelivered",
     "backoff",
     "command_received",
     "connector_processes_alive",

@@ -11,7 +11,10 @@ it inherits the servo's stderr, its log format (``logs.configured``) and the sec
   with ``[name]`` before the logger, or JSON with the fields), redacted; only when the servo logs
   to stderr itself (``logs.configure_logging`` called: the CLI; not a library use);
 - keeps sending every line to Thespian's logger process and the run directory's
-  ``connectors.log`` too, whichever logger made it (``_forward_inherited_loggers``).
+  ``connectors.log`` too, whichever logger made it (``_forward_inherited_loggers``);
+- with the relay, captures the process's stdout and stderr (``OutputCapture``): what the connector
+  prints or writes there, itself or through a subprocess, becomes its lines too (loggers ``stdout``
+  and ``stderr``), cut and rate-limited, never raw bytes in the servo's output.
 
 The supervisor's own lines stay in the run directory's logs: the servo logs the restarts and
 escalations they are about itself (``events``), with the stable fields.
@@ -24,6 +27,7 @@ import os
 from typing import Any
 
 from servo_actors import logs
+from servo_actors.observability.output_capture import OutputCapture
 
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 CONNECTOR_TEXT_FORMAT = "%(asctime)s %(levelname)-7s [%(connector)s] %(name)s: %(message)s"
@@ -52,6 +56,8 @@ def tag_records(connector: str, generation: int) -> None:
         # Thespian's root refuses addHandler (it wants every line to go through its forwarder);
         # this one writes to the stderr the process inherited, beside the forwarding.
         logging.Logger.addHandler(logging.getLogger(), relay)
+        # Then the connector's stdout and stderr become lines of its own: nothing raw, and bounded.
+        OutputCapture().start()
 
 
 class _ToRoot(logging.Handler):
@@ -98,12 +104,17 @@ class _ConnectorTextFormatter(logging.Formatter):
 
 
 class RelayHandler(logging.Handler):
-    """In a connector's host: the servo's stderr, the servo's format, redacted."""
+    """In a connector's host: the servo's stderr, the servo's format, redacted.
+
+    It writes to a copy of the stderr descriptor the process had when it was made (line-buffered:
+    one write per line), so that the connector's own descriptor 2 can be captured afterwards
+    (``OutputCapture``) without the relay's lines being captured again."""
 
     def __init__(self, log_format: str = "text", level: int | str = logging.INFO) -> None:
         super().__init__(level)
         formatter = None if log_format == "json" else _ConnectorTextFormatter()
-        self._stderr = logs.stderr_handler(log_format, formatter)
+        stream = os.fdopen(os.dup(2), "w", buffering=1, encoding="utf-8", errors="replace")
+        self._stderr = logs.stderr_handler(log_format, formatter, stream)
 
     def emit(self, record: logging.LogRecord) -> None:
         self._stderr.handle(record)

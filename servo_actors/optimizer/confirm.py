@@ -20,8 +20,9 @@ counts neither for nor against its point. A point is judged from its readings:
 - ``pending``: otherwise (fewer readings than confirmation needs).
 
 The *candidates* are the points that hold and are not rejected, and that are no worse on the
-objective than the baseline (step 0) when the baseline holds: the baseline is always a candidate,
-so a recommendation never costs more than a baseline that holds.
+objective than the baseline (step 0) when the baseline holds. The baseline is always a candidate
+while it holds, even unconfirmed (it is what runs already: keeping it needs no proof), so a
+recommendation never costs more than a baseline that holds.
 
 ``recommend`` picks among the candidates: confirmed points first, then those with more readings
 (counted up to the ``1 + repeats`` confirmation needs), then the best objective, then the earliest.
@@ -191,9 +192,11 @@ def candidates(objective: Objective, every: Sequence[Point], spec: ConfirmSpec) 
 
     They hold and are not rejected; when the baseline is such a point, none is worse than it.
     """
-    found = [p for p in every if holds(objective, p) and verdict(objective, p, spec) != "rejected"]
-    found.sort(key=lambda point: (_signed(objective, point), point.first))
     base = baseline_point(every)
+    found = [
+        p for p in every if holds(objective, p) and (p is base or verdict(objective, p, spec) != "rejected")
+    ]
+    found.sort(key=lambda point: (_signed(objective, point), point.first))
     if base is not None and base in found:
         ceiling = _signed(objective, base)
         found = [point for point in found if _signed(objective, point) <= ceiling]
@@ -250,7 +253,11 @@ def recommend(objective: Objective, steps: Sequence[StepRecord], spec: ConfirmSp
 def rejected_steps(objective: Objective, steps: Sequence[StepRecord], spec: ConfirmSpec) -> set[int]:
     """Numbers of the steps whose settings were measured again and did not hold up."""
     numbers: set[int] = set()
-    for point in points(steps):
+    every = points(steps)
+    base = baseline_point(every)
+    for point in every:
+        if point is base and holds(objective, point):
+            continue  # the settings in place: kept while every reading holds, margin or not
         if point.confirmations and verdict(objective, point, spec) == "rejected":
             numbers.update(step.n for step in point.readings)
             numbers.update(step.n for step in point.confirmations)

@@ -51,6 +51,7 @@ from servo_actors.optimizer.confirm import next_to_confirm, recommend
 from servo_actors.optimizer.plan import Plan, parse_plan, plan_summary
 from servo_actors.optimizer.search_views import (
     InFlight,
+    baseline_json,
     best_json,
     confirmation_json,
     current_json,
@@ -187,6 +188,7 @@ class SearchDriver:
             "current": current_json(self._inflight),
             "steps": steps_json(self.plan, self._steps),
             "best": best_json(self.plan, self._steps, self._phase),
+            "baseline": baseline_json(self.plan, self._steps),
             "confirmation": confirmation_json(self.plan, self._steps),
             "search": {"radius": status.radius, "exploring": status.exploring},
             "space": space_json(self._space),

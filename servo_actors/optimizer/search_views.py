@@ -32,8 +32,10 @@ from typing import Any, Literal
 
 from servo_actors.optimizer.confirm import (
     Point,
+    baseline_point,
     cancelled_confirmations,
     evidence,
+    holds,
     points,
     recommend,
     rejected_steps,
@@ -46,6 +48,7 @@ from servo_actors.readable import counted
 
 __all__ = [
     "InFlight",
+    "baseline_json",
     "best_json",
     "confirmation_json",
     "current_json",
@@ -122,6 +125,25 @@ def best_json(plan: Plan, steps: Sequence[StepRecord], phase: str) -> dict[str, 
     }
 
 
+def baseline_json(plan: Plan, steps: Sequence[StepRecord]) -> dict[str, Any] | None:
+    """The baseline's settings as a point: the means of all its readings (step 0 and any later
+    step at the same settings), so it compares with the recommendation like for like."""
+    every = points(steps)
+    point = baseline_point(every)
+    if point is None or not point.readings:
+        return None
+    names = sorted({name for record in point.readings for name in record.metrics})
+    return {
+        "step": 0,
+        "settings": point.settings,
+        "metrics": {name: value for name in names if (value := point.mean(name)) is not None},
+        "objective": point.mean(plan.objective.metric),
+        "readings": len(point.readings),
+        "steps": [record.n for record in point.readings],
+        "holds": holds(plan.objective, point),
+    }
+
+
 def _recommendation_note(
     plan: Plan, steps: Sequence[StepRecord], phase: str, point: Point, confirmed: bool
 ) -> str:
@@ -136,8 +158,14 @@ def _recommendation_note(
         if cancelled:
             note += f" ({counted(cancelled, 'confirmation step')} cancelled and measured again)"
         return note
-    note = f"{readings} of {1 + spec.repeats} readings"
     every = points(steps)
+    if point is baseline_point(every) and readings >= 1 + spec.repeats:
+        # Kept although not confirmed: what runs already needs no proof, and nothing better held up.
+        return (
+            f"the baseline, kept: {counted(readings, 'reading')}, every one holding, but not by "
+            f"{spec.sigmas:g} standard errors; no better-looking setting held up"
+        )
+    note = f"{readings} of {1 + spec.repeats} readings"
     turned_down = [p for p in every if p.confirmations and verdict(plan.objective, p, spec) == "rejected"]
     if phase not in ("done", "failed"):
         return note + (" (being measured again)" if point.confirmations else " (not measured again yet)")

@@ -53,6 +53,7 @@ import logging
 import random
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pydantic import SecretStr
@@ -93,6 +94,13 @@ class AnswerWatcher(Protocol):
     def observe(self, event: str, param: dict[str, Any] | None, reply: OptimizerStatus | None) -> None: ...
 
     def poll_delay(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class Undelivered:
+    """A post that never reached the optimizer, or that it refused: ``why``, for a log line."""
+
+    why: str
 
 
 class OptimizerClient(HttpExchange):
@@ -157,7 +165,7 @@ class OptimizerClient(HttpExchange):
         if delay > 0 and self._stop.wait(delay):
             return None
         reply = self._post_until_answered(Event.WHATS_NEXT, None, gives_up=False)
-        return None if isinstance(reply, OptimizerStatus) else reply
+        return reply if isinstance(reply, Command) else None
 
     def post_result(self, event: str, param: dict[str, Any]) -> OptimizerStatus | None:
         """Post a result (DESCRIPTION, MEASUREMENT, ADJUSTMENT) and return the optimizer's status.
@@ -166,6 +174,10 @@ class OptimizerClient(HttpExchange):
         stopped, or an unreadable reply. Treat None like ``ok``: poll again.
         """
         reply = self._post_until_answered(event, param, gives_up=True)
+        if isinstance(reply, Undelivered):
+            # Not "result ... ok": the optimizer never took it. The runner goes on (the next poll).
+            events.result_undelivered(event, param, reply.why)
+            return None
         status = reply if isinstance(reply, OptimizerStatus) else None
         self._observed(event, param, status)
         return status
@@ -228,14 +240,16 @@ class OptimizerClient(HttpExchange):
 
     def _post_until_answered(
         self, event: str, param: dict[str, Any] | None, *, gives_up: bool
-    ) -> Command | OptimizerStatus | None:
+    ) -> Command | OptimizerStatus | Undelivered | None:
+        """The optimizer's reply; None when it took the post but its reply could not be read;
+        ``Undelivered`` saying why when the post never reached it, or was refused."""
         # WHATS_NEXT wants a command; everything else wants a status.
         expect = (Command if event == Event.WHATS_NEXT else OptimizerStatus,)
         schedule = self._schedule(gives_up=gives_up)
         while not self._stop.is_set():
             outcome = self._exchange(event, param, deadline=None, interruptible=True)
             if outcome.kind == "stopped":
-                return None
+                return Undelivered("the servo was stopping")
             if outcome.kind == "ok":
                 outcome = self._read_reply(outcome, expect=expect)
                 if outcome.kind == "ok":
@@ -244,10 +258,16 @@ class OptimizerClient(HttpExchange):
                 # The post arrived (HTTP 2xx): posting it again could deliver a result twice.
                 self._log_failure(event, outcome, None)
                 return None
-            if outcome.kind == "unsendable" or (outcome.kind == "rejected" and gives_up):
+            if outcome.kind == "unsendable":
+                self._log_failure(event, outcome, None)
+                return Undelivered(f"not sent: {outcome.problem}")
+            if outcome.kind == "rejected" and gives_up:
                 # The same bytes would get the same answer: drop them now, not after max_time.
                 self._log_failure(event, outcome, None)
-                return None
+                return Undelivered(
+                    f"refused by the optimizer ({outcome.problem}; request body {outcome.sent_bytes} bytes)"
+                    " and dropped, as the same body would be refused again"
+                )
             delay = self._delay_after(outcome, schedule)
             self._log_failure(event, outcome, delay)
             if delay is None:
@@ -257,11 +277,13 @@ class OptimizerClient(HttpExchange):
                     self.url,
                     self.policy.max_time,
                 )
-                return None
+                return Undelivered(
+                    f"dropped after backoff.max_time ({self.policy.max_time:.1f}s): {outcome.problem}"
+                )
             events.backoff(event, delay)
             if self._stop.wait(delay):
-                return None
-        return None
+                return Undelivered("the servo was stopping")
+        return Undelivered("the servo was stopping")
 
     def _delay_after(self, outcome: Outcome, schedule: RetrySchedule) -> float | None:
         if outcome.kind in ("refused", "rejected"):
@@ -317,4 +339,4 @@ class OptimizerClient(HttpExchange):
         return Outcome("ok", outcome.status, reply)
 
 
-__all__ = ["GONE_WAIT", "GOODBYE_TIMEOUT", "AnswerWatcher", "OptimizerClient"]
+__all__ = ["GONE_WAIT", "GOODBYE_TIMEOUT", "AnswerWatcher", "OptimizerClient", "Undelivered"]

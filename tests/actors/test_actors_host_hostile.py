@@ -48,6 +48,7 @@ CASES = [
         ["raised NamelessError in measure", "<unprintable NamelessError>"],
     ),
     ("measure", "keyboard_interrupt", "connector-error", ["raised KeyboardInterrupt in measure"]),
+    ("measure", "empty_exception", "connector-error", ["raised MemoryError in measure (with no message)"]),
     ("measure", "list", "invalid-result", ["measure()", "is a list, not a mapping"]),
     (
         "measure",
@@ -87,6 +88,33 @@ def test_a_hostile_result_fails_at_once_and_the_host_goes_on(
     if operation != "check":
         assert _outcome(runtime, "check").ok
     assert kit.pids(runtime)["hostile"] == pid
+
+
+def test_a_describe_that_returns_a_list_fails_a_measure_naming_describe(
+    start_runtime, kit, test_plugins
+) -> None:
+    runtime = start_runtime(_hostile(describe="list"), operation_grace=GRACE)
+    part = _outcome(runtime, "measure").parts["hostile"]
+    assert (part.status, part.reason) == ("failed", "invalid-result"), part
+    assert part.message == (
+        "connector 'hostile': describe() returned an invalid result, needed by measure: describe() is a"
+        " list, not a mapping (expected a mapping {components: {...}, metrics: {...}})"
+    )
+
+
+def test_a_connector_that_closes_its_hosts_descriptors_is_reported_as_such_at_once(
+    start_runtime, kit, test_plugins, capfd
+) -> None:
+    runtime = start_runtime(_hostile(measure="close_fds"), operation_grace=GRACE)
+    pid = kit.pids(runtime)["hostile"]
+    part = _outcome(runtime, "measure").parts["hostile"]
+    assert (part.status, part.reason) == ("failed", "connector-crashed"), part
+    assert part.message == (
+        "connector 'hostile' crashed during measure (exit code 86: its host lost its channel to the"
+        " supervisor, as when the connector closes file descriptors it does not own)"
+    )
+    kit.wait_for(lambda: kit.pids(runtime)["hostile"] not in (None, pid), timeout=HANG_BOUND)
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_a_worker_thread_that_dies_fails_its_part_at_once_and_is_replaced(

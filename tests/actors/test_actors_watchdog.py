@@ -66,13 +66,39 @@ def test_a_stopped_process_is_lost_after_the_timeout_and_forgiven_if_it_continue
     assert dog.verdict(10.0, table(supervisor="T").get) is None
     assert dog.stopped("supervisor")
     assert dog.verdict(12.9, table(supervisor="T").get) is None
-    assert dog.verdict(13.0, table(supervisor="T").get) == "the supervisor (pid 30) has been stopped for 3.0s"
+    # Never seen running: how long before the first look it stopped is not known.
+    assert dog.verdict(13.0, table(supervisor="T").get) == (
+        "the supervisor (pid 30) has been stopped for at least 3.0s"
+    )
     again = watched(timeout=3.0)
     again.verdict(10.0, table(admin="t").get)
     assert again.verdict(12.0, table().get) is None  # SIGCONT: the clock starts over
     assert not again.stopped("Thespian admin")
     assert again.verdict(14.0, table(admin="T").get) is None
     assert again.verdict(16.9, table(admin="T").get) is None
+
+
+def test_a_stop_found_by_an_idle_look_is_said_with_both_ends_of_its_length() -> None:
+    # Idle: a look every 5 s. It answered a ping sent at 0.0, was stopped just after, found stopped
+    # at the look at 5.0, and is lost at 10.0: stopped for 5 s to 10 s, not "5.0s".
+    dog = Watchdog(interval=1.0, timeout=5.0, idle_interval=5.0)
+    dog.watch("supervisor", SUPERVISOR)
+    dog.idle = True
+    dog.ping_sent("ping-1", 0.0)
+    dog.answered("ping-1", 0.01)
+    assert dog.verdict(5.0, {SUPERVISOR: stat(SUPERVISOR, "T")}.get) is None
+    assert dog.verdict(10.0, {SUPERVISOR: stat(SUPERVISOR, "T")}.get) == (
+        "the supervisor (pid 30) has been stopped for 5.0s to 10.0s"
+        " (found stopped 5.0s ago, last seen running 10.0s ago)"
+    )
+    # Seen running at one look, stopped at the next one an interval later: the same.
+    busy = watched(interval=1.0, timeout=3.0)
+    assert busy.verdict(9.0, table().get) is None
+    assert busy.verdict(10.0, table(supervisor="T").get) is None
+    assert busy.verdict(13.0, table(supervisor="T").get) == (
+        "the supervisor (pid 30) has been stopped for 3.0s to 4.0s"
+        " (found stopped 3.0s ago, last seen running 4.0s ago)"
+    )
 
 
 def test_pings_go_out_one_at_a_time_every_interval() -> None:
@@ -140,7 +166,7 @@ def test_a_cancel_waits_on_a_stopped_supervisor_for_its_own_deadline_not_the_tim
     assert dog.next_check(12.0) == 13.0
     assert dog.verdict(12.9, table(supervisor="T").get) is None  # the cancel's deadline is its own
     assert dog.verdict(13.0, table(supervisor="T").get) == (
-        "the supervisor (pid 30) has been stopped for 3.0s and did not take a cancel within 1s"
+        "the supervisor (pid 30) has been stopped for at least 3.0s and did not take a cancel within 1s"
     )
 
 
@@ -152,8 +178,9 @@ def test_a_hurry_counts_from_the_stop_when_it_comes_later_and_ends_with_calm() -
     assert dog.verdict(7.0, table(supervisor="T").get) is not None
     dog.calm()
     assert dog.verdict(8.0, table(supervisor="T").get) is None  # answered: the timeout again
-    assert (
-        dog.verdict(36.0, table(supervisor="T").get) == "the supervisor (pid 30) has been stopped for 30.0s"
+    assert dog.verdict(36.0, table(supervisor="T").get) == (
+        "the supervisor (pid 30) has been stopped for 30.0s to 31.0s"
+        " (found stopped 30.0s ago, last seen running 31.0s ago)"
     )
 
 

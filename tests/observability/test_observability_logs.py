@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,14 @@ import pytest
 from servo_actors import logs
 from servo_actors.actors import ServoRuntime
 from servo_actors.config import ServoConfig
-from servo_actors.logs import MASK, STABLE_FIELDS, JsonFormatter, configure_logging, register_secret
+from servo_actors.logs import (
+    JSON_KEYS,
+    MASK,
+    STABLE_FIELDS,
+    JsonFormatter,
+    configure_logging,
+    register_secret,
+)
 from servo_actors.observability import events
 
 PLUGINS = Path(__file__).parent / "plugins"
@@ -118,3 +126,18 @@ def test_connector_lines_reach_the_servos_stderr_named_and_redacted(
     assert all(isinstance(line["generation"], int) and isinstance(line["pid"], int) for line in chatty)
     drill = [line for line in lines if line["connector"] == "drill"]
     assert any("exit fault in describe" in line["message"] for line in drill)
+
+
+def test_every_json_line_has_the_same_keys_and_no_other() -> None:
+    plain = json.loads(JsonFormatter().format(record()))
+    assert tuple(plain) == JSON_KEYS and plain["exception"] is None and plain["extra"] == {}
+    # Thespian's transport address is no field; a field of no other line goes under ``extra``.
+    odd = json.loads(JsonFormatter().format(record(actorAddress="ActorAddr-(T|:1234)", rows=3, kind="x")))
+    assert tuple(odd) == JSON_KEYS and odd["extra"] == {"rows": 3} and odd["kind"] == "x"
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        failing = record()
+        failing.exc_info = sys.exc_info()
+    entry = json.loads(JsonFormatter().format(failing))
+    assert tuple(entry) == JSON_KEYS and "ValueError: boom" in entry["exception"]

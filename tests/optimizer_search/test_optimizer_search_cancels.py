@@ -93,8 +93,15 @@ def standing(steps: list[StepRecord]) -> dict[float, dict[str, Any]]:
         if len(values) >= NEEDED:
             error = statistics.stdev(values) / math.sqrt(len(values))
             margin_missed = statistics.fmean(values) + SPEC.sigmas * error > BOUND
-        entry["confirmed"] = entry["holds"] and len(values) >= NEEDED and not margin_missed
+        entry["confirmed"] = (
+            entry["holds"]
+            and len(values) >= NEEDED
+            and not margin_missed
+            and not entry["failed_confirmation"]
+        )
         entry["candidate"] = entry["holds"] and not entry["failed_confirmation"] and not margin_missed
+    # The baseline is what runs already: a candidate whenever its readings all hold.
+    found[BASELINE_CPU]["candidate"] = found[BASELINE_CPU]["holds"]
     return found
 
 

@@ -146,6 +146,15 @@ def test_a_result_refused_for_good_is_dropped_at_once(servo, optimizer, kit, sta
     assert results(driver)[0]["cmd_uid"] == "c2"
     log = proc.log()
     assert f"HTTP {status}" in log and "bytes" in log and "dropped" in log
+    # The result line says what happened to it, and what the servo did next.
+    assert "result of DESCRIBE c1: ok" not in log
+    said = next(line for line in log.splitlines() if "result of DESCRIBE c1" in line)
+    assert (
+        f"result of DESCRIBE c1 (ok, success) not delivered: refused by the optimizer (HTTP {status}" in said
+    )
+    assert "dropped, as the same body would be refused again" in said
+    assert said.endswith("; the servo goes on to poll for its next command"), said
+    assert "result of DESCRIBE c2: ok (success)" in log
 
 
 def test_values_that_are_not_finite_are_dropped_and_said(servo, optimizer, kit) -> None:

@@ -11,7 +11,10 @@ actor system is killed and replaced (a microreboot); a SIGTERM meanwhile ends th
 
 from __future__ import annotations
 
+import datetime
+import json
 import os
+import re
 import signal
 import time
 
@@ -101,4 +104,43 @@ def test_a_cancel_to_a_stopped_supervisor_is_answered_and_the_actor_system_repla
     proc.signal(signal.SIGTERM)
     assert proc.wait() == 0, proc.log()
     kit.check_trace(server.state()["history"])
+    assert "Traceback" not in proc.log()
+
+
+IDLE_LIVENESS = {"interval": "200ms", "idle_interval": "2s", "timeout": "2s"}
+"""While the servo sleeps the watchdog looks every 2 s, and a process stopped for 2 s is lost: a
+stop is found up to 2 s after it happens, so it has lasted up to 4 s when the verdict comes."""
+INTO_THE_SLEEP = 3.3
+"""How long into the SLEEP the supervisor is stopped: past its first idle looks, between two."""
+STOP_REPORT_SLACK = 0.1
+"""The verdict's times are rounded to 0.1 s, and the log line's time is taken just after them."""
+
+
+@pytest.mark.timeout(120)
+def test_a_supervisor_stopped_during_a_sleep_is_reported_with_the_true_length_of_its_stop(
+    servo, optimizer, kit, monkeypatch
+) -> None:
+    monkeypatch.setenv("SERVO_LOG_FORMAT", "json")
+    driver = kit.QueueDriver(idle_sleep=600)
+    server = optimizer(driver)
+    config = kit.servo_config(server, [PROBE, OTHER])
+    config["supervisor"] = {"liveness": IDLE_LIVENESS}
+    proc = servo(config)
+    first = driver.push(measure(0))
+    assert first.finished.wait(FINISH_TIMEOUT), proc.log()
+    own = kit.own_processes(probe_pid(first))
+    kit.wait_until(lambda: '"command SLEEP"' in proc.log(), FINISH_TIMEOUT, what="the SLEEP")
+    time.sleep(INTO_THE_SLEEP)  # the watchdog idle: its looks 2 s apart, the stop found late
+    stopped_at = time.time()
+    os.kill(own["supervisor"], signal.SIGSTOP)
+    kit.wait_until(lambda: "the actor system was killed" in proc.log(), FINISH_TIMEOUT, what="the verdict")
+    line = next(json.loads(text) for text in proc.log().splitlines() if "the actor system was killed" in text)
+    said = re.search(r"has been stopped for (at least )?([\d.]+)s(?: to ([\d.]+)s)?", line["message"])
+    assert said is not None and said.group(1) is None, line["message"]
+    shortest, longest = float(said.group(2)), float(said.group(3) or said.group(2))
+    lasted = datetime.datetime.fromisoformat(line["time"]).timestamp() - stopped_at
+    print(f"stopped {lasted:.2f} s: {line['message']}")
+    assert shortest - STOP_REPORT_SLACK <= lasted <= longest + STOP_REPORT_SLACK, (lasted, line["message"])
+    proc.signal(signal.SIGTERM)
+    assert proc.wait() == 0, proc.log()
     assert "Traceback" not in proc.log()

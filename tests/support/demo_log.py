@@ -75,7 +75,7 @@ def assert_summary_matches_the_log(log: DemoLog) -> None:
     chosen = log.by_number(log.recommended)
     readings = [s for s in log.at(chosen.settings) if s.mark == "feasible"]
     measured_again = [s for s in log.steps if s.confirms == log.recommended]
-    counted = re.match(r"(?:(\d+) of \d+|(\d+)) readings?", log.note)
+    counted = re.search(r"(?:(\d+) of \d+|(\d+)) readings?", log.note)
     assert counted, log.note
     assert int(counted[1] or counted[2]) == len(readings), (log.note, readings)
     assert all(s.mark in ("feasible", "cancelled") for s in log.at(chosen.settings)), log.at(chosen.settings)

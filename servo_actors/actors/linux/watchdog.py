@@ -9,7 +9,9 @@ state); ``verdict`` names what is wrong, or None while all is well:
   admin ends when its logger dies, the supervisor when the admin dies), so when both are gone the
   one depended on is named, with the others that went with it;
 - a watched process has been stopped (SIGSTOP, state ``T``) for ``timeout`` seconds, or, while
-  something waits on it (``hurry``: a cancel), for that wait's own ``patience``;
+  something waits on it (``hurry``: a cancel), for that wait's own ``patience``, counted from the
+  look that found it stopped; the verdict says how long it has been stopped as the looks bound it
+  (from that look, and from the last moment it was known to run);
 - a ping has gone unanswered for ``timeout`` seconds (the supervisor is hung or unreachable).
   The runtime counts any message from the supervisor as the answer (``answered``).
 
@@ -53,11 +55,14 @@ from servo_actors.actors.linux.processes import ProcStat
 __all__ = [
     "Hurry",
     "STOPPED_STATES",
+    "STOP_TIME_RESOLUTION",
     "Watchdog",
 ]
 
 STOPPED_STATES = ("T", "t")
 """/proc states of a process that is stopped by a signal or by a tracer."""
+STOP_TIME_RESOLUTION = 0.05
+"""Seconds below which the two ends of a stop's length (found stopped, last seen running) are one."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,9 @@ class Watchdog:
     watched: dict[str, int] = field(default_factory=dict)
     _depends_on: dict[str, str] = field(default_factory=dict)
     _stopped_since: dict[int, float] = field(default_factory=dict)
+    """When each stopped process was first found stopped (a look: it may have stopped earlier)."""
+    _running_at: dict[int, float] = field(default_factory=dict)
+    """The last moment each process was known to run (a look, a ping's answer): a stop came later."""
     _ping: tuple[str, float] | None = None
     _next_ping: float = 0.0
     _hurry: Hurry | None = None
@@ -120,6 +128,7 @@ class Watchdog:
         self.watched.clear()
         self._depends_on.clear()
         self._stopped_since.clear()
+        self._running_at.clear()
         self._ping, self._next_ping = None, 0.0
         self._hurry = None
         self._last_ping_at = None
@@ -155,6 +164,9 @@ class Watchdog:
         it went out (at once if the answer was read later than that: a SLEEP reads it late)."""
         if self._ping is not None and self._ping[0] == request_id:
             sent_at = self._ping[1]
+            supervisor = self.watched.get("supervisor")
+            if supervisor is not None:  # it answered after the ping went out: it ran then
+                self._running_at[supervisor] = max(self._running_at.get(supervisor, sent_at), sent_at)
             self._ping, self._next_ping = None, max(now, sent_at + self.current_interval)
 
     def next_check(self, now: float) -> float:
@@ -181,6 +193,19 @@ class Watchdog:
         if hurry is not None and self.watched.get(hurry.role) == pid:
             deadline = min(deadline, max(since, hurry.since) + hurry.patience)
         return deadline
+
+    def _stopped_for(self, pid: int, now: float) -> str:
+        """How long ``pid`` has been stopped, as far as the looks tell: it was found stopped at one
+        look and may have stopped any time after the last moment it was known to run (an idle servo
+        looks every ``idle_interval``), so both ends are said when they differ."""
+        found = now - self._stopped_since[pid]
+        running_at = self._running_at.get(pid)
+        if running_at is None:
+            return f"at least {found:.1f}s"
+        longest = now - running_at
+        if longest - found < STOP_TIME_RESOLUTION:
+            return f"{found:.1f}s"
+        return f"{found:.1f}s to {longest:.1f}s (found stopped {found:.1f}s ago, last seen running {longest:.1f}s ago)"
 
     def _death(self, dead: list[str]) -> str:
         """Names the dead process that explains the others (see module docstring)."""
@@ -209,13 +234,14 @@ class Watchdog:
             if stat.state in STOPPED_STATES:
                 since = self._stopped_since.setdefault(pid, now)
                 if now >= self._stop_deadline(pid, since):
-                    text = f"the {role} (pid {pid}) has been stopped for {now - since:.1f}s"
+                    text = f"the {role} (pid {pid}) has been stopped for {self._stopped_for(pid, now)}"
                     hurry = self._hurry
                     if hurry is not None and hurry.role == role and now - since < self.timeout:
                         text += f" and did not take {hurry.what} within {hurry.patience:g}s"
                     return text
             else:
                 self._stopped_since.pop(pid, None)
+                self._running_at[pid] = now
         if self._ping is not None and now >= self._ping[1] + self.timeout:  # as next_check adds it
             supervisor_pid = self.watched.get("supervisor")
             return f"the supervisor (pid {supervisor_pid}) did not answer a liveness check within {self.timeout:g}s"

@@ -1,7 +1,8 @@
 """A connector that hands its host the nastiest objects Python allows (tests/actors hostile tests).
 
 Config: ``{operation: behaviour}`` for describe, measure, adjust, check and startup; an operation
-without one behaves (one metric ``m``, one component ``c``). See BEHAVIOURS.
+without one behaves (one metric ``m``, one component ``c``). See BEHAVIOURS. With
+``only_if_file: PATH``, the behaviours apply only while that file exists.
 """
 
 from __future__ import annotations
@@ -155,6 +156,12 @@ def _progress_storm(ctx: tuple[Any, Mapping[str, Any]]) -> None:
         time.sleep(PROGRESS_SEEN_POLL)
 
 
+def _close_fds() -> None:
+    """Close every descriptor but stdin, stdout and stderr (as a daemonising library does), then
+    return at once: the host's channels to its supervisor are gone with them."""
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+
+
 def _kill_the_worker_after_returning() -> None:
     """Make the host's worker thread die outside any handler: a trace function (this thread's)
     that raises when the host posts this operation's result."""
@@ -183,6 +190,9 @@ BEHAVIOURS = {
     "check_not_a_list": lambda ctx: {"name": "x"},
     "weird_failure": lambda ctx: _raise(_weird_failure()),
     "huge_exit_code": lambda ctx: sys.exit(2**100),
+    "empty_exception": lambda ctx: _raise(MemoryError()),
+    "true_value": lambda ctx: {"metrics": {"m": {"unit": "count", "value": True}}, "annotations": {}},
+    "close_fds": lambda ctx: _close_fds(),
     "progress_storm": lambda ctx: (_progress_storm(ctx), None)[1],
     # Over any limit under 2 MB, and not plain data where a walk would look first: the size is
     # what must be refused, before the result is walked.
@@ -202,7 +212,8 @@ class HostileConnector(Connector):
 
     def _do(self, operation: str, default: Any, ctx: Any = None) -> Any:
         behaviour = (self.config or {}).get(operation)
-        if behaviour is None:
+        only_if_file = (self.config or {}).get("only_if_file")
+        if behaviour is None or (only_if_file is not None and not os.path.exists(only_if_file)):
             return default
         return BEHAVIOURS[behaviour](ctx)
 
