@@ -27,6 +27,7 @@ from servo_actors import observability
 from servo_actors.actors.servo_tree import ServoTree
 from servo_actors.config import ServoConfig
 from servo_actors.errors import ServoError
+from servo_actors.logs import log_as_app
 from servo_actors.runner.loop import Runner
 from servo_actors.signals import SignalWatcher
 
@@ -86,6 +87,7 @@ class AppsRunner:
 
     def _run_one(self, runner: Runner) -> None:
         app = runner.config.app or "-"
+        log_as_app(app)  # every line of this loop (and of its workers) names its application
         try:
             code = runner.run()
         except ServoError as exc:
