@@ -27,7 +27,6 @@ The worker is injected (``spawn``), so the rules are tested without threads or s
 from __future__ import annotations
 
 import contextvars
-
 import logging
 import threading
 from collections.abc import Callable
