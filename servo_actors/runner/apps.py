@@ -56,10 +56,10 @@ class AppsRunner:
 
     def run(self) -> int:
         metrics = self.configs[0].settings.metrics
-        names = [f"{config.app}/{spec.name}" for config in self.configs for spec in config.connectors]
+        apps = {config.app or "": [spec.name for spec in config.connectors] for config in self.configs}
         self.signals.install(reload=True)
         try:
-            with observability.serving(metrics, names):
+            with observability.serving_apps(metrics, apps):
                 # Started here, on the main thread, before any loop's thread exists (a fork).
                 self.tree.running_system()
                 threads = [

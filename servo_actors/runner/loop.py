@@ -55,7 +55,8 @@ class Runner(RunnerOperations, RunnerReload):
         if self.root is not None:
             return self._run()
         metrics = self.config.settings.metrics
-        with observability.serving(metrics, (spec.name for spec in self.config.connectors)) as server:
+        names = (spec.name for spec in self.config.connectors)
+        with observability.serving(metrics, names, app=self.config.app or "") as server:
             try:
                 code = self._run()
             except SupervisorError as exc:  # the connectors could not start at all

@@ -94,3 +94,43 @@ def test_sigkill_of_one_supervisor_replaces_that_applications_connectors_only(se
         assert not processes.is_running(pid)
     proc.signal(signal.SIGTERM)
     assert proc.wait() == 0, proc.log()
+
+
+def test_metrics_readyz_and_log_lines_name_each_application(servo, optimizer, kit) -> None:
+    import requests
+
+    from servo_actors.actors.transport.ports import free_loopback_port
+
+    port = free_loopback_port()
+    drivers, documents = {}, []
+    for app in APPS:
+        driver = kit.QueueDriver(idle_sleep=0.1)
+        server = optimizer(driver, app=app)
+        driver.server = server
+        drivers[app] = driver
+        config = kit.servo_config(server, [probe("p1")])
+        if not documents:
+            config["settings"]["metrics"] = {"listen": f"127.0.0.1:{port}"}
+        documents.append(config)
+    proc = servo(documents)
+    for app in APPS:
+        measured(drivers[app], proc)
+    base = f"http://127.0.0.1:{port}"
+    ready = kit.wait_until(
+        lambda: (reply := requests.get(f"{base}/readyz", timeout=10)).status_code == 200 and reply.json(),
+        FINISH_TIMEOUT,
+        0.1,
+        what="ready",
+    )
+    assert set(ready["apps"]) == set(APPS) and all(
+        body["status"] == "ready" for body in ready["apps"].values()
+    )
+    text = requests.get(f"{base}/metrics", timeout=10).text
+    for app in APPS:
+        assert f'servo_commands_received_total{{app="{app}",cmd="MEASURE"}} 1.0' in text
+        assert f'servo_connector_up{{app="{app}",connector="p1"}} 1.0' in text
+    log = proc.log()
+    for app in APPS:
+        assert f"[{app}] servo_actors.events: command MEASURE" in log
+    proc.signal(signal.SIGTERM)
+    assert proc.wait() == 0, proc.log()
