@@ -146,6 +146,13 @@ def _probe_ok(probe: Callable[[], Verdict]) -> float:
     return float(probe().ok)
 
 
+def app_removed(app: str) -> None:
+    """A reload removed application ``app``: /healthz and /readyz no longer answer for it."""
+    active = _active
+    if active is not None and isinstance(active.all_health, AppsHealth):
+        active.all_health.forget(app)
+
+
 def deactivate() -> None:
     global _active
     _active = None
@@ -457,6 +464,7 @@ class AnswerRecorder:
 __all__ = [
     "AnswerRecorder",
     "activate",
+    "app_removed",
     "actor_system_answered",
     "exchange_began",
     "exchange_ended",

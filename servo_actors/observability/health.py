@@ -142,17 +142,28 @@ class AppsHealth:
     def __init__(
         self, apps: list[str], stall_after: float, *, clock: Callable[[], float] = time.monotonic
     ) -> None:
+        self._stall_after, self._clock = stall_after, clock
         self.states = {app: HealthState(stall_after, clock=clock) for app in apps}
 
     def of(self, app: str) -> HealthState:
-        return self.states[app]
+        """``app``'s state (a new one for an application a reload added)."""
+        state = self.states.get(app)
+        if state is None:
+            state = self.states[app] = HealthState(self._stall_after, clock=self._clock)
+        return state
+
+    def forget(self, app: str) -> None:
+        """``app`` was removed (a reload): the probes no longer answer for it."""
+        self.states.pop(app, None)
 
     def liveness(self) -> Verdict:
-        return self._over({app: state.liveness() for app, state in self.states.items()}, "unhealthy", "ok")
+        return self._over(
+            {app: state.liveness() for app, state in list(self.states.items())}, "unhealthy", "ok"
+        )
 
     def readiness(self) -> Verdict:
         return self._over(
-            {app: state.readiness() for app, state in self.states.items()}, "not ready", "ready"
+            {app: state.readiness() for app, state in list(self.states.items())}, "not ready", "ready"
         )
 
     @staticmethod

@@ -172,8 +172,7 @@ class Runner(RunnerOperations, RunnerReload):
                 return
             wake = self.signals.wake_fd
             self.runtime.idle_wait(min(remaining, SLEEP_SLICE), () if wake is None else (wake,))
-            if self.root is None:  # else the caller drains it, for every application's loop
-                self.signals.drain_wake()
+            self.signals.drain_wake()
             if self.signals.stop.is_set():
                 return
             if self.root is None and self.signals.take_reload():

@@ -46,8 +46,9 @@ class RunnerState:
         self.signals = signals or SignalWatcher()
         self.root = root
         """With a root (a servo of several applications, ``ServoTree``): this runner is one
-        application's loop on a thread of its own. Its connectors join the root's actor system; the
-        signals, SIGHUP and the metrics endpoint are the caller's, on the main thread."""
+        application's loop on a thread of its own, with a ``SignalWatcher.child`` of its own as
+        ``signals``. Its connectors join the root's actor system; the signals, SIGHUP and the
+        metrics endpoint are the caller's, on the main thread."""
         self._observer = observer
         self._stop_reason: str | None = None
         self.runtime: ServoRuntime | None = None
