@@ -1,7 +1,33 @@
 """One error hierarchy. Each message names what is at fault: a file and key, a URL, a connector.
 
 The CLI turns a ``ServoError`` into a one-line message and an exit code; a traceback is never
-the user interface.
+the user interface. Every exception the project defines belongs to this tree::
+
+    ServoError
+    ├── ConfigError                 the configuration (file, key, what is wrong); exit 2
+    ├── UsageError                  the command line; exit 2
+    ├── ProtocolError               a message on the wire of the wrong shape (names the field)
+    ├── OptimizerError              the optimizer unreachable or refusing (names the URL)
+    ├── SupervisorError             the actor system lost or not answering
+    ├── StopRequested               signals.py: a stop signal arrived mid-command; exit 128 + N
+    └── ConnectorError              a connector failed in a way the servo reports
+        ├── ConnectorFailure        connectors/base.py: what connector authors raise (public API)
+        ├── InvalidResult           actors/connector_calls.py: a result of the wrong shape
+        ├── NotPlainData            actors/transport/plain_data.py: a result that is not plain data
+        ├── ResultTooLarge          ... a result over the byte limit
+        ├── UnprintableError        connectors/chaos.py: a drill (its text cannot be printed)
+        ├── KubeError               connectors/kubernetes/client.py: the API server failed a call
+        │   └── KubeUnreachable, KubeTimeout, KubeApiError
+        ├── KubeConfigError         connectors/kubernetes/kubeconfig.py
+        ├── SettingError            connectors/kubernetes/settings.py: a setting the connector refuses
+        ├── ClusterStateError       ... the cluster holds what the connector cannot describe
+        ├── ConflictError           connectors/kubernetes/adjustment.py: changed under the connector
+        ├── RolloutFailed           connectors/kubernetes/rollout.py
+        └── TuningFailed            connectors/kubernetes/tuning_adjust.py
+
+``ConnectorFailure`` lives with the connector API (``servo_actors.connectors``), where connector
+authors import it; the others live beside the code that raises them. Some also derive from the
+built-in exception their callers catch (``ValueError``), never from a second project class.
 """
 
 from __future__ import annotations

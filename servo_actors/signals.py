@@ -37,6 +37,8 @@ import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 
+from servo_actors.errors import ServoError
+
 __all__ = [
     "RELOAD_SIGNALS",
     "STOP_SIGNALS",
@@ -54,12 +56,15 @@ RELOAD_SIGNALS = (signal.SIGHUP,)
 """Signals that ask ``run`` to read its configuration again."""
 
 
-class StopRequested(Exception):
+class StopRequested(ServoError):
     """Raised by the loop when it finds a stop requested in the middle of a command."""
 
     def __init__(self, signal_name: str) -> None:
-        super().__init__(signal_name)
+        super().__init__(f"stopped by {signal_name}")
         self.signal_name = signal_name
+        # Should it reach the CLI, the exit status a shell gives a process ended by that signal.
+        number = getattr(signal.Signals, signal_name, None) if isinstance(signal_name, str) else None
+        self.exit_code = 128 + int(number) if number is not None else 1
 
 
 class _WakingEvent(threading.Event):

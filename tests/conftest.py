@@ -161,7 +161,8 @@ def _failed(node: pytest.Item) -> bool:
 def kube_cluster(
     tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
 ) -> Iterator[kube_local.LocalCluster]:
-    """The session's real cluster (2 simulated nodes); taken down at the end, or when pytest dies."""
+    """The session's real cluster (2 simulated nodes and one real node, kubelet and containerd:
+    tests/kube_real_node); taken down at the end, or when pytest dies."""
     reason = kube_local.go_missing()
     if reason is not None:
         if _in_ci():
@@ -169,7 +170,7 @@ def kube_cluster(
         pytest.skip(f"kube: {reason}")
     cluster = kube_local.LocalCluster.up(
         tmp_path_factory.mktemp("kube-cluster"), owner_pid=os.getpid(),
-        hpa_downscale_stabilization=kube_local.HPA_DOWNSCALE_STABILIZATION,
+        hpa_downscale_stabilization=kube_local.HPA_DOWNSCALE_STABILIZATION, real_nodes=1,
     )  # fmt: skip
     pytestconfig.stash[KUBE_RUNNING] = cluster
     try:

@@ -24,6 +24,7 @@ from servo_actors.actors.transport.plain_data import (
 )
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control
 from servo_actors.connectors.registry import connector_class_at
+from servo_actors.errors import ConnectorError
 
 __all__ = [
     "ConnectorCalls",
@@ -51,7 +52,7 @@ def build_connector(spec: m.ChildSpec) -> Connector:
     return cls(spec.name, config)
 
 
-class InvalidResult(ValueError):
+class InvalidResult(ConnectorError, ValueError):
     """A connector returned something of the wrong shape or that is not plain data.
 
     ``call``: the connector's method whose result it was (``describe()``, which measure and adjust

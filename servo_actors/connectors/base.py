@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
+from servo_actors.errors import ConnectorError
 from servo_actors.protocol.statuses import normalise_failure
 
 __all__ = [
@@ -58,7 +59,7 @@ class Control:
         return self.warmup + self.duration + self.delay + self.settlement
 
 
-class ConnectorFailure(Exception):
+class ConnectorFailure(ConnectorError):
     """Raise to end an operation with a status other than ``ok`` and a reason word.
 
     ``raise ConnectorFailure("p99 above 250 ms", status="aborted", reason="slo-violation")``

@@ -53,6 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control, ProgressFn
 from servo_actors.durations import parse_duration
+from servo_actors.errors import ConnectorError
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ DETACH_WAIT = 5.0
 """Seconds spawn_detached waits for the double fork's first process to exit."""
 
 
-class UnprintableError(RuntimeError):
+class UnprintableError(ConnectorError, RuntimeError):
     """An exception that cannot be turned into text (raise_unprintable)."""
 
     def __str__(self) -> str:

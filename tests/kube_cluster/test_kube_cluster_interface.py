@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -16,8 +17,17 @@ from waiting import wait_until
 pytestmark = pytest.mark.kube
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "metrics-server")
+REAL_NODE_COMPONENTS = ("containerd-real-node-0", "kubelet-real-node-0")
+"""The session cluster's real node (tests/conftest.py)."""
 LOOPBACK_V4 = "0100007F"
 """127.0.0.1 as /proc/net/tcp writes it (little-endian hex)."""
+
+
+def proc_net_v4(address: str) -> str:
+    """An IPv4 address as /proc/net/tcp writes it."""
+    return socket.inet_aton(address)[::-1].hex().upper()
+
+
 TCP_LISTEN = "0A"
 KILLED_GONE_TIMEOUT = 10.0
 """Seconds for a SIGKILLed component to be reaped (by init: `up` has exited)."""
@@ -69,7 +79,7 @@ def test_status_has_one_running_line_per_component(kube_cluster: LocalCluster) -
     done = kube_cluster.status()
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.strip().splitlines()
-    assert [line.split()[0] for line in lines] == list(COMPONENTS)
+    assert [line.split()[0] for line in lines] == [*COMPONENTS, *REAL_NODE_COMPONENTS]
     assert all(line.split()[1] == "running" for line in lines), lines
 
 
@@ -83,7 +93,8 @@ def test_server_reports_the_pinned_version(kube_cluster: LocalCluster) -> None:
 
 def test_the_nodes_are_ready_with_their_capacity(kube_cluster: LocalCluster) -> None:
     nodes = kube_cluster.get("/api/v1/nodes")["items"]
-    assert [n["metadata"]["name"] for n in nodes] == ["kwok-node-0", "kwok-node-1"]
+    assert [n["metadata"]["name"] for n in nodes] == ["kwok-node-0", "kwok-node-1", "real-node-0"]
+    nodes = nodes[:2]  # the real node's capacity is the host's: tests/kube_real_node
     for node in nodes:
         assert node["status"]["capacity"] == {"cpu": "4", "memory": "16Gi", "pods": "110"}
         ready = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
@@ -91,10 +102,14 @@ def test_the_nodes_are_ready_with_their_capacity(kube_cluster: LocalCluster) -> 
 
 
 def test_nothing_listens_off_loopback(kube_cluster: LocalCluster) -> None:
+    # kubelet also on its pod bridge's address (the project's own bridge: kubelet refuses a loopback
+    # node IP, and the API server and metrics-server reach it there).
+    bridges = {f"kubelet-{n['name']}": n["gateway"] for n in kube_cluster.state()["real_nodes"]}
     for name, pid in kube_cluster.pids().items():
         sockets = bound_sockets(pid)
         assert any(table == "tcp" for table, _ in sockets), f"{name} listens on no TCP port"
-        elsewhere = [s for s in sockets if s[0] != "tcp" or not s[1].startswith(LOOPBACK_V4 + ":")]
+        allowed = {LOOPBACK_V4} | ({proc_net_v4(bridges[name])} if name in bridges else set())
+        elsewhere = [s for s in sockets if s[0] != "tcp" or s[1].split(":")[0] not in allowed]
         assert not elsewhere, f"{name} (pid {pid}) has sockets off 127.0.0.1: {elsewhere}"
 
 
@@ -109,14 +124,16 @@ def test_up_reuses_a_running_cluster_and_down_leaves_nothing(tmp_path: Path) -> 
         nodes = first.get("/api/v1/nodes")["items"]
         assert [n["metadata"]["name"] for n in nodes] == ["kwok-node-0"]
 
-        again = kube_local.run_script(["up", "--dir", str(directory), "--nodes", "1"], kube_local.UP_TIMEOUT)
+        again = kube_local.run_script(
+            ["up", "--dir", str(directory), "--nodes", "1", "--real-nodes", "0"], kube_local.UP_TIMEOUT
+        )
         assert again.returncode == 0, again.stderr
         assert again.stdout.strip().splitlines()[-1] == str(first.kubeconfig)
         assert "reusing" in again.stderr
         assert first.pids() == pids
 
         other_size = kube_local.run_script(
-            ["up", "--dir", str(directory), "--nodes", "3"], kube_local.UP_TIMEOUT
+            ["up", "--dir", str(directory), "--nodes", "3", "--real-nodes", "0"], kube_local.UP_TIMEOUT
         )
         assert other_size.returncode == 1
         assert other_size.stderr.count("\n") == 1 and "down" in other_size.stderr, other_size.stderr

@@ -14,8 +14,10 @@ the last lines of every component's log are printed in its teardown.
 
 Without the Go toolchain the ``kube`` tests are not run (one line says why), except under
 ``CI=true`` where that is a failure: see ``go_missing`` and tests/conftest.py. This is a real
-control plane: real API server, controllers and scheduler; kwok plays the kubelets (see README,
-"The local cluster", for what it does not simulate).
+control plane: real API server, controllers and scheduler; kwok plays the kubelets of the simulated
+nodes (see README, "The local cluster", for what it does not simulate), and the session cluster has one
+real node beside them (kubelet, containerd, runc: tests/kube_real_node), tainted so that only pods that
+ask for it (nodeSelector servo-actors.io/node=real and the toleration) run there.
 """
 
 from __future__ import annotations
@@ -113,8 +115,9 @@ class LocalCluster:
         nodes: int = 2,
         owner_pid: int | None = None,
         hpa_downscale_stabilization: str | None = None,
+        real_nodes: int = 0,
     ) -> LocalCluster:
-        args = ["up", "--dir", str(directory), "--nodes", str(nodes)]
+        args = ["up", "--dir", str(directory), "--nodes", str(nodes), "--real-nodes", str(real_nodes)]
         if hpa_downscale_stabilization is not None:
             args += ["--hpa-downscale-stabilization", hpa_downscale_stabilization]
         if owner_pid is not None:
@@ -200,8 +203,8 @@ class LocalCluster:
 
     def log_tails(self, lines: int = LOG_TAIL_LINES) -> str:
         parts = []
-        for name in COMPONENT_LOGS:
-            path = self.dir / "logs" / f"{name}.log"
+        real_node_logs = sorted((self.dir / "logs").glob("*-real-node-*.log"))  # kubelet, containerd
+        for path in [*(self.dir / "logs" / f"{name}.log" for name in COMPONENT_LOGS), *real_node_logs]:
             if path.exists():
                 tail = path.read_text(errors="replace").splitlines()[-lines:]
                 parts.append(f"--- {path} (last {len(tail)} lines) ---\n" + "\n".join(tail))

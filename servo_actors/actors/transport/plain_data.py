@@ -23,6 +23,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
+from servo_actors.errors import ConnectorError
+
 __all__ = [
     "MAX_DEPTH",
     "NotPlainData",
@@ -67,11 +69,11 @@ _OWN_ITERATORS: tuple[tuple[type, Callable[[Any], Iterator[Any]]], ...] = (
 """Each sequence type with its own ``__iter__``, called instead of a subclass's override."""
 
 
-class NotPlainData(ValueError):
+class NotPlainData(ConnectorError, ValueError):
     """A connector returned something that is not plain data; the message says what and where."""
 
 
-class ResultTooLarge(ValueError):
+class ResultTooLarge(ConnectorError, ValueError):
     """A result is over the byte limit: measured exactly (``exact``: its pickled size), or found to
     be while being converted (``at_least``: every item costs at least a byte)."""
 

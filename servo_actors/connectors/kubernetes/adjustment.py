@@ -27,6 +27,7 @@ from servo_actors.connectors.kubernetes.settings import (
     DeploymentTargets,
     SettingError,
 )
+from servo_actors.errors import ConnectorError
 
 __all__ = [
     "Adjustment",
@@ -42,7 +43,7 @@ MAX_CONFLICT_RETRIES = 5
 Builder = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 
-class ConflictError(Exception):
+class ConflictError(ConnectorError):
     """A patch kept meeting concurrent changes (409) past MAX_CONFLICT_RETRIES."""
 
 

@@ -23,6 +23,7 @@ from requests.adapters import HTTPAdapter
 
 from servo_actors.connectors.kubernetes.credentials import KubeAuth, ssl_context
 from servo_actors.connectors.kubernetes.kubeconfig import ClusterAccess
+from servo_actors.errors import ConnectorError
 
 __all__ = [
     "ACCESS_REVIEW_PATH",
@@ -60,7 +61,7 @@ PATCH_TYPES = {
 USER_AGENT = "servo-actors-kubernetes"
 
 
-class KubeError(Exception):
+class KubeError(ConnectorError):
     """A call to the API server failed; the message says which call and why."""
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from servo_actors.errors import ConnectorError
+
 __all__ = [
     "ClusterAccess",
     "ExecPlugin",
@@ -30,7 +32,7 @@ __all__ = [
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
-class KubeConfigError(Exception):
+class KubeConfigError(ConnectorError):
     """The kubeconfig cannot be used; the message names the file and what is wrong."""
 
 

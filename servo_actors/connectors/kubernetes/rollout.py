@@ -49,6 +49,7 @@ from servo_actors.connectors.kubernetes.rollout_rules import (
     statefulset_status,
 )
 from servo_actors.durations import format_duration
+from servo_actors.errors import ConnectorError
 
 __all__ = ["FAILURE_GRACE", "RETRY_INTERVAL", "RolloutFailed", "RolloutWatcher", "WATCH_WINDOW"]
 
@@ -61,7 +62,7 @@ FAILURE_GRACE = 5.0
 before it fails the rollout (``failure_grace`` in the connector's config)."""
 
 
-class RolloutFailed(Exception):
+class RolloutFailed(ConnectorError):
     """A rollout or settlement failed; ``diagnosis`` says how, ``deployment`` which one."""
 
     def __init__(self, deployment: str, diagnosis: Diagnosis) -> None:

@@ -21,6 +21,7 @@ from servo_actors.connectors.kubernetes.config import (
     component_name,
 )
 from servo_actors.connectors.kubernetes.units import parse_cpu, parse_memory
+from servo_actors.errors import ConnectorError
 
 __all__ = [
     "ClusterStateError",
@@ -45,11 +46,11 @@ HPA_SETTINGS = {
 """Setting name -> field of ``HpaConfig``."""
 
 
-class SettingError(ValueError):
+class SettingError(ConnectorError, ValueError):
     """An ADJUST names a component or setting this connector does not offer, or a bad value."""
 
 
-class ClusterStateError(ValueError):
+class ClusterStateError(ConnectorError, ValueError):
     """The cluster does not hold what the config names (a container, an HPA), or holds it in a
     state the connector cannot work with; ``reason`` is the word a failure reports."""
 

@@ -33,6 +33,7 @@ from servo_actors.connectors.kubernetes.rollout import RETRY_INTERVAL, WATCH_WIN
 from servo_actors.connectors.kubernetes.rollout_pods import EVENTS_LIMIT
 from servo_actors.connectors.kubernetes.tuning_pod import is_ready, spec_hash, terminating
 from servo_actors.durations import format_duration
+from servo_actors.errors import ConnectorError
 
 __all__ = ["Hook", "MAX_CREATE_ATTEMPTS", "Report", "TuningFailed", "TuningPods", "servo_owner"]
 
@@ -43,7 +44,7 @@ Report = Callable[[float, str], None]
 Hook = Callable[[str], None]
 
 
-class TuningFailed(Exception):
+class TuningFailed(ConnectorError):
     """The tuning pod did not become (or stay) ready; ``diagnosis`` says why."""
 
     def __init__(self, pod: str, diagnosis: Diagnosis) -> None:
