@@ -60,6 +60,7 @@ from servo_actors.actors.runtime_operations import (
     STOP_CHECK,
     RuntimeOperations,
 )
+from servo_actors.actors.system_link import SupervisorLost
 from servo_actors.actors.transport.system import ActorSystemHandle
 from servo_actors.config.models import ServoConfig
 from servo_actors.errors import SupervisorError
@@ -164,7 +165,13 @@ class ServoRuntime(RuntimeOperations):
         self._restarts.reset()
         _bound_external_tells(self._config.supervisor.liveness.timeout)
         if self._root is not None:
-            self._system = ActorSystemHandle.joining(self._root.running_system())
+            try:
+                self._system = ActorSystemHandle.joining(self._root.running_system())
+            except SupervisorError as exc:
+                # The root lost meanwhile (its admin died as this application rebooted): not
+                # terminal, as any loss; the next reboot finds the root started afresh.
+                self._lost = SupervisorLost(f"the servo's actor system cannot be joined: {exc}")
+                raise self._lost from None
         else:
             if self._run_dir is None:
                 self._run_dir = Path(tempfile.mkdtemp(prefix=f"servo-actors-{os.getpid()}-"))

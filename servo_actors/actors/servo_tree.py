@@ -31,7 +31,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from servo_actors.actors.linux import descendants
+from servo_actors.actors.linux import descendants, processes
 from servo_actors.actors.transport.ports import LOOPBACK, port_is_taken
 from servo_actors.actors.transport.system import ActorSystemHandle
 
@@ -48,6 +48,7 @@ class ServoTree:
         self._own_run_dir = run_dir is None
         self._run_dir = run_dir or Path(tempfile.mkdtemp(prefix=f"servo-actors-{os.getpid()}-"))
         self._system: ActorSystemHandle | None = None
+        self._admin: tuple[int, int | None] | None = None  # the admin's PID and start time
         self._restarts = 0
 
     @property
@@ -76,14 +77,19 @@ class ServoTree:
                 self._kill(system)
             system = ActorSystemHandle(self._run_dir)
             system.start()
-            self._system = system
+            self._system, self._admin = system, _admin_of(system)
             return system
 
-    @staticmethod
-    def _alive(system: ActorSystemHandle) -> bool:
-        """Whether the admin still listens (it exits within milliseconds of its logger, too)."""
+    def _alive(self, system: ActorSystemHandle) -> bool:
+        """Whether the admin still runs (it exits within milliseconds of its logger, too). Its
+        port is no proof: the processes it forked hold the listening socket a while longer."""
+        if not system.running:
+            return False
+        if self._admin is not None:
+            pid, started = self._admin
+            return processes.is_running(pid, started)
         port = system.admin_port
-        return system.running and port is not None and port_is_taken(LOOPBACK, port)
+        return port is not None and port_is_taken(LOOPBACK, port)
 
     @staticmethod
     def _kill(system: ActorSystemHandle) -> None:
@@ -102,3 +108,18 @@ class ServoTree:
                 self._kill(system)
             if self._own_run_dir:
                 shutil.rmtree(self._run_dir, ignore_errors=True)
+
+
+def _admin_of(system: ActorSystemHandle) -> tuple[int, int | None] | None:
+    """The admin's PID and start time: the one process of the new session whose parent is not in
+    it (the logger's parent is the admin); None if that cannot be told."""
+    sid = system.session_id
+    if sid is None:
+        return None
+    members = set(processes.session_members(sid))
+    outside = [
+        pid for pid in members if (stat := processes.proc_stat(pid)) is not None and stat.ppid not in members
+    ]
+    if len(outside) != 1:
+        return None
+    return outside[0], processes.start_ticks(outside[0])

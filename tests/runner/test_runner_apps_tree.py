@@ -134,3 +134,23 @@ def test_metrics_readyz_and_log_lines_name_each_application(servo, optimizer, ki
         assert f"[{app}] servo_actors.events: command MEASURE" in log
     proc.signal(signal.SIGTERM)
     assert proc.wait() == 0, proc.log()
+
+
+def test_sigkill_of_the_root_restarts_the_whole_tree(servo, optimizer, kit) -> None:
+    drivers, _servers, proc = start_two(servo, optimizer, kit)
+    before = {app: pids(measured(drivers[app], proc), ("p1", "p2")) for app in APPS}
+    supervisor = processes.proc_stat(before[APPS[0]]["p1"]).ppid
+    admin = processes.proc_stat(supervisor).ppid
+    os.kill(admin, signal.SIGKILL)
+
+    after = {app: pids(measured(drivers[app], proc), ("p1", "p2")) for app in APPS}
+    for app in APPS:
+        assert set(after[app].values()).isdisjoint(before[app].values()), f"{app}: fresh connectors"
+    supervisors = {processes.proc_stat(after[app]["p1"]).ppid for app in APPS}
+    admins = {processes.proc_stat(pid).ppid for pid in supervisors}
+    assert len(supervisors) == 2 and len(admins) == 1 and admin not in admins, "one new actor system"
+    for app in APPS:
+        for pid in before[app].values():
+            assert not processes.is_running(pid)
+    proc.signal(signal.SIGTERM)
+    assert proc.wait() == 0, proc.log()

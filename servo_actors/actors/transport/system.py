@@ -228,7 +228,10 @@ class ActorSystemHandle:
         ):
             # Thespian would start a new admin here, forked from this thread: never.
             raise SupervisorError("the servo's actor system is not running: no application can join it")
-        self._asys = ActorSystem("multiprocTCPBase", {"Admin Port": port}, transientUnique=True)
+        try:
+            self._asys = ActorSystem("multiprocTCPBase", {"Admin Port": port}, transientUnique=True)
+        except Exception as exc:  # Thespian raises several unrelated types here
+            raise SupervisorError(f"cannot join the actor system on port {port}: {exc}") from None
         self.admin_port, self.session_id = port, owner.session_id
 
     def _start(self) -> None:
