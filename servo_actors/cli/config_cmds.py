@@ -7,15 +7,18 @@ import json
 import click
 import yaml
 
+from servo_actors import __version__
 from servo_actors.cli.context import CliState, app_option, echo_json, format_table, json_option, pass_state
 from servo_actors.config import ServoConfig, read_token
+from servo_actors.config.configmap import DEFAULT_CONFIGMAP_NAME, configmap_manifest
+from servo_actors.config.display import value_sources
 from servo_actors.connectors.registry import (
     connector_type_infos,
     effective_config,
     resolve_connector_type,
     validate_connector_config,
 )
-from servo_actors.errors import ConfigError
+from servo_actors.errors import ConfigError, UsageError
 
 __all__ = [
     "MULTI_DOCUMENT_NOTE",
@@ -37,21 +40,54 @@ MULTI_DOCUMENT_NOTE = (
 @click.option(
     "--format",
     "output_format",
-    type=click.Choice(["yaml", "json"]),
+    type=click.Choice(["yaml", "json", "configmap"]),
     default="yaml",
     show_default=True,
-    help="Output format.",
+    help="Output format; configmap: a Kubernetes ConfigMap manifest holding it, secrets left out.",
+)
+@click.option(
+    "--configmap-name",
+    default=DEFAULT_CONFIGMAP_NAME,
+    show_default=True,
+    help="The ConfigMap's name (with --format configmap).",
+)
+@click.option(
+    "--sources",
+    is_flag=True,
+    help="Print each value with where it came from: the file, env NAME, PATH/.env NAME, or default.",
 )
 @app_option
 @pass_state
-def config_cmd(state: CliState, output_format: str, app_names: tuple[str, ...]) -> None:
+def config_cmd(
+    state: CliState, output_format: str, configmap_name: str, sources: bool, app_names: tuple[str, ...]
+) -> None:
     """Print the effective configuration: the file after environment overrides, with defaults.
 
-    Secrets are shown as **********; a token_file is shown as its path, never its content. A file
-    of several applications prints one YAML document per application (JSON: a list of them).
+    Secrets are shown as **********; a token_file is shown as its path, never its content. As a
+    ConfigMap, secrets are left out and a comment names the variable that gives each one back. A
+    file of several applications prints one YAML document per application (JSON: a list of them);
+    ``--sources`` and ``--format configmap`` take one (``--app``).
     """
     configs = state.select(app_names)
     documents = [effective_config(config) for config in configs]
+    if (output_format == "configmap" or sources) and len(configs) > 1:
+        raise UsageError(
+            "--sources and --format configmap take one application: choose it with --app ORG/APP"
+        )
+    config, data = configs[0], documents[0]
+    if output_format == "configmap":
+        if sources:
+            raise UsageError("--sources and --format configmap do not go together")
+        click.echo(configmap_manifest(data, name=configmap_name, version=__version__), nl=False)
+        return
+    if sources:
+        rows = value_sources(config, data)
+        if output_format == "json":
+            echo_json([{"key": key, "value": value, "source": source} for key, value, source in rows])
+        else:
+            table = [[key, json.dumps(value, ensure_ascii=False), source] for key, value, source in rows]
+            click.echo(format_table(["KEY", "VALUE", "SOURCE"], table))
+        return
     if output_format == "json":
         echo_json(documents[0] if len(documents) == 1 and not state.apps.several else documents)
     else:

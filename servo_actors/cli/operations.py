@@ -269,6 +269,13 @@ def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -
         f"  [default: {format_duration(DEFAULT_MEASURE_DURATION)}, measure now]"
     ),
 )
+@click.option(
+    "--connector",
+    "connector_names",
+    multiple=True,
+    metavar="NAME",
+    help="Only this connector takes part (repeat for several); default: every one.",
+)
 @json_option
 @app_option
 @limit_option
@@ -277,30 +284,33 @@ def measure_cmd(
     state: CliState,
     metrics: tuple[str, ...],
     duration: float,
+    connector_names: tuple[str, ...],
     as_json: bool,
     app_names: tuple[str, ...],
     limit: int | None,
 ) -> None:
     """Measure METRICS (default: every described metric) for DURATION, now.
 
-    Every connector takes part (a load generator runs during each measurement). Unknown metric
+    Every connector takes part (a load generator runs during each measurement), or those named
+    with --connector (servox's --connectors): only they are started. Unknown metric or connector
     names exit 2 before anything is measured. A progress line shows on a terminal (with one
     application).
     """
 
     def measure(config: ServoConfig) -> tuple[dict[str, Any], ServoError | None]:
-        return _measure(config, metrics, duration)
+        return _measure(config, metrics, duration, connector_names)
 
-    args = [*metrics, "--duration", repr(duration)]
+    args = [*metrics, "--duration", repr(duration), *(f"--connector={name}" for name in connector_names)]
     for_each_app(state, app_names, limit, as_json, AppCommand("measure", measure, _measure_text, args))
 
 
 def _measure(
-    config: ServoConfig, metrics: Sequence[str], duration: float
+    config: ServoConfig, metrics: Sequence[str], duration: float, connector_names: Sequence[str]
 ) -> tuple[dict[str, Any], ServoError | None]:
     from servo_actors.connectors.base import Control
 
     control = Control(duration=duration)
+    config = _only_connectors(config, connector_names)
     with _connectors(config, "measure") as (_runtime, path):
         wanted = None
         if metrics:
@@ -315,6 +325,21 @@ def _measure(
 def _measure_text(payload: dict[str, Any]) -> str:
     rows = _measure_rows((payload.get("data") or {}).get("metrics") or {})
     return _table(["METRIC", "SERIES", "POINTS", "MEAN", "LAST", "UNIT"], rows)
+
+
+def _only_connectors(config: ServoConfig, names: Sequence[str]) -> ServoConfig:
+    """``config`` with only the connectors ``names`` (all of them when none is named)."""
+    if not names:
+        return config
+    known = [spec.name for spec in config.connectors]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise UsageError(
+            f"unknown connector(s) {', '.join(unknown)} (configured: {', '.join(known) or 'none'})"
+        )
+    return config.model_copy(
+        update={"connectors": [spec for spec in config.connectors if spec.name in names]}
+    )
 
 
 def _known_metrics(requested: Sequence[str], described: dict[str, Any]) -> list[str]:

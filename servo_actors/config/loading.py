@@ -21,6 +21,7 @@ file in one pass rather than one error per run::
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 from collections.abc import Mapping
@@ -35,10 +36,12 @@ from servo_actors.config.applications import (
     servo_wide_problems,
     unique_app_problems,
 )
-from servo_actors.config.environment import ENVIRONMENT_SOURCE, SINGLE_APP_ENV, apply_env_overrides, env_value
+from servo_actors.config.environment import ENVIRONMENT_SOURCE, SINGLE_APP_ENV, env_value
 from servo_actors.config.models import ServoConfig
 from servo_actors.config.optimizer_section import OptimizerConfig
 from servo_actors.config.problems import ConfigProblem, config_error, problems_from_validation
+from servo_actors.config.provenance import Provenance
+from servo_actors.config.variables import apply_variables, relabel_problems
 from servo_actors.config.yaml_file import read_yaml_documents
 from servo_actors.errors import ConfigError
 from servo_actors.logs import register_secret
@@ -133,7 +136,9 @@ def load_config(
     *,
     connector_check: ConnectorCheck | None = None,
 ) -> ServoConfig:
-    """The validated configuration of a one-application file (see ``load_apps``).
+    """The validated configuration of a one-application file (see ``load_apps``), after the
+    variables (``config.variables``: the environment's, over the ``.env`` file's beside the
+    configuration file).
 
     A file of several documents is a ConfigError here naming its applications: the callers that
     take several use ``load_apps``.
@@ -157,7 +162,9 @@ def _load_document(
     """One document: its configuration (None when it has problems) and its problems."""
     _anchor_token_file(raw, file)
     _anchor_secret_file(raw, file)
-    env_sources = apply_env_overrides(raw, env)
+    _anchor_ca_bundle(raw, file)
+    file_data = copy.deepcopy(raw)  # as the file has it, for config --sources
+    env_sources = apply_variables(raw, file, env)
 
     problems: list[ConfigProblem] = []
     config: ServoConfig | None = None
@@ -166,15 +173,17 @@ def _load_document(
     except ValidationError as exc:
         problems += problems_from_validation(exc, model=ServoConfig, source=source, env_sources=env_sources)
     if connector_check is not None:
-        problems += _connector_problems(raw.get("connectors"), source, connector_check, already=problems)
+        problems += relabel_problems(
+            _connector_problems(raw.get("connectors"), source, connector_check, already=problems), env_sources
+        )
     if problems or config is None:
         return None, problems
 
     config._source = str(file)
+    config._provenance = Provenance(source, file_data, env_sources)
     if config.optimizer is not None:
         config.optimizer._sources = {
-            key: (f"env {env_sources[('optimizer', key)]}" if ("optimizer", key) in env_sources else source)
-            for key in config.optimizer.model_fields_set
+            key: env_sources.get(("optimizer", key), source) for key in config.optimizer.model_fields_set
         }
         register_secret(config.optimizer.token)
     return config, []
@@ -212,6 +221,15 @@ def _anchor_secret_file(raw: dict[str, Any], file: Path) -> None:
     if isinstance(secret_file, str) and secret_file.strip():
         if not os.path.isabs(os.path.expanduser(secret_file)):
             convention["secret_file"] = str(file.parent / secret_file)
+
+
+def _anchor_ca_bundle(raw: dict[str, Any], file: Path) -> None:
+    """As ``_anchor_token_file``, for ``settings.ca_bundle``."""
+    settings = raw.get("settings")
+    ca_bundle = settings.get("ca_bundle") if isinstance(settings, dict) else None
+    if isinstance(ca_bundle, str) and ca_bundle.strip():
+        if not os.path.isabs(os.path.expanduser(ca_bundle)):
+            settings["ca_bundle"] = str(file.parent / ca_bundle)  # type: ignore[index]  # a dict, checked above
 
 
 def _connector_problems(

@@ -29,6 +29,7 @@ from servo_actors.config.fields import (
     _positive as _positive,
 )
 from servo_actors.config.optimizer_section import OptimizerConfig, Settings
+from servo_actors.config.provenance import Provenance
 from servo_actors.config.supervisor_section import (
     PlacementConfig,
     SupervisorConfig,
@@ -66,10 +67,11 @@ class ServoConfig(_Strict):
     connectors: list[ConnectorSpec] = Field(default_factory=list)
     """Ordered; names are unique."""
 
-    # The file it was loaded from, as the user named it, and which of its documents (1-based) when
-    # it holds several; set by the loader.
+    # The file it was loaded from, as the user named it, which of its documents (1-based) when it
+    # holds several, and where each value came from; set by the loader.
     _source: str | None = PrivateAttr(None)
     _document: int | None = PrivateAttr(None)
+    _provenance: Provenance | None = PrivateAttr(None)
 
     @property
     def source(self) -> str | None:
@@ -85,6 +87,11 @@ class ServoConfig(_Strict):
     def app(self) -> str | None:
         """The application this configuration serves (``optimizer.id``, ORG/APP), or None."""
         return self.optimizer.id if self.optimizer is not None else None
+
+    @property
+    def provenance(self) -> Provenance:
+        """Where each value came from (the file, a variable, a default); all defaults when not loaded."""
+        return self._provenance or Provenance(self._source or "")
 
     @field_validator("connectors")
     @classmethod

@@ -76,8 +76,14 @@ class Outcome:
 
 
 def new_session() -> requests.Session:
-    """A fresh HTTP session (its connection pool is thread-safe); ``HttpExchange`` posts on it."""
-    return requests.Session()
+    """A fresh HTTP session (its connection pool is thread-safe); ``HttpExchange`` posts on it.
+
+    It takes proxies from the environment (``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY`` and
+    ``NO_PROXY``, upper or lower case), as requests does by default: ``trust_env`` stays on.
+    """
+    session = requests.Session()
+    session.trust_env = True
+    return session
 
 
 class HttpExchange:
@@ -131,8 +137,15 @@ class HttpExchange:
 
         def send() -> None:
             try:
+                # verify per request: a session's verify loses to REQUESTS_CA_BUNDLE from the
+                # environment (requests merges the environment's over the session's).
                 response = session.post(
-                    self.url, data=body, headers=self._headers, timeout=timeout, stream=True
+                    self.url,
+                    data=body,
+                    headers=self._headers,
+                    timeout=timeout,
+                    stream=True,
+                    verify=self.settings.tls_verify,
                 )
                 box["stream"] = response  # so an abandoning caller can cut the read short
                 with response:

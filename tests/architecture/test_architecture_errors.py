@@ -30,8 +30,6 @@ def test_every_exception_of_the_package_is_in_the_servo_error_tree() -> None:
     assert not outside, f"exceptions outside errors.ServoError's tree: {outside}"
 
 
-
-
 def test_no_class_of_the_package_inherits_from_two_of_its_classes() -> None:
     twice = []
     for cls in package_classes():
