@@ -90,3 +90,42 @@ def test_run_serves_the_application_app_selects(servo) -> None:
     one = servo.run("run", "--dry-run", "--app", "acme.com/db")
     assert one.returncode == 0, one.stderr
     assert "drill: drill is alive: ok" in one.stdout and "app:" not in one.stdout
+
+
+def test_sigterm_during_a_measure_over_several_applications_stops_all_of_them(servo, tmp_path, kit) -> None:
+    import signal
+    import subprocess
+
+    markers = {app: tmp_path / f"{app.replace('/', '_')}.pid" for app in ("acme.com/web", "acme.com/db")}
+    write_apps(
+        servo,
+        *(
+            (
+                app,
+                [
+                    {
+                        "name": "script",
+                        "type": "command",
+                        "config": {"measure": f"echo $$ > {marker}; exec sleep 300"},
+                    }
+                ],
+            )
+            for app, marker in markers.items()
+        ),
+    )
+    cli = servo.start("measure", "-d", "30s", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        for marker in markers.values():
+            kit.wait_until(
+                lambda marker=marker: marker.exists() and marker.read_text().strip(), 60, what="measuring"
+            )
+        cli.send_signal(signal.SIGTERM)
+        stdout, stderr = cli.communicate(timeout=60)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.communicate()
+    assert cli.returncode == 128 + signal.SIGTERM, stderr
+    for app in markers:
+        assert f"{app}: interrupted by SIGTERM: measure abandoned" in stderr
+    assert "Traceback" not in stderr
