@@ -67,14 +67,26 @@ class ServoConfig(_Strict):
     connectors: list[ConnectorSpec] = Field(default_factory=list)
     """Ordered; names are unique."""
 
-    # The file it was loaded from, as the user named it, and where each value came from; set by the loader.
+    # The file it was loaded from, as the user named it, which of its documents (1-based) when it
+    # holds several, and where each value came from; set by the loader.
     _source: str | None = PrivateAttr(None)
+    _document: int | None = PrivateAttr(None)
     _provenance: Provenance | None = PrivateAttr(None)
 
     @property
     def source(self) -> str | None:
         """The path of the file this configuration was loaded from (as given), or None."""
         return self._source
+
+    @property
+    def document(self) -> int | None:
+        """Which YAML document of its file this is (1-based) when the file holds several, else None."""
+        return self._document
+
+    @property
+    def app(self) -> str | None:
+        """The application this configuration serves (``optimizer.id``, ORG/APP), or None."""
+        return self.optimizer.id if self.optimizer is not None else None
 
     @property
     def provenance(self) -> Provenance:
