@@ -69,7 +69,7 @@ class UsageError(ServoError):
 
 
 class ProtocolError(ServoError):
-    """A message on the wire does not have the shape protocol.md gives it. Names the field."""
+    """A message on the wire does not have the shape docs/protocol.md gives it. Names the field."""
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         self.field = field

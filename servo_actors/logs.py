@@ -21,6 +21,7 @@ after ``Bearer`` or ``X-SF-Token`` are redacted too, registered or not.
 
 from __future__ import annotations
 
+import contextvars
 import datetime
 import json
 import logging
@@ -41,11 +42,15 @@ __all__ = [
     "MIN_SECRET_LENGTH",
     "PLAIN_EVENT",
     "STABLE_FIELDS",
+    "APP_TEXT_FORMAT",
     "SecretRedactingFilter",
     "TEXT_FORMAT",
+    "TextFormatter",
     "configure_logging",
     "configured",
+    "current_app",
     "forget_secrets",
+    "log_as_app",
     "redact",
     "register_secret",
     "stderr_handler",
@@ -58,8 +63,26 @@ LOG_FORMATS = ("text", "json")
 # logs unreadable, and a real token is never this short.
 MIN_SECRET_LENGTH = 6
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+APP_TEXT_FORMAT = "%(asctime)s %(levelname)-7s [%(app)s] %(name)s: %(message)s"
+"""A text line of one application of a servo of several (``log_as_app``)."""
+
+_app: contextvars.ContextVar[str | None] = contextvars.ContextVar("servo_app", default=None)
+
+
+def log_as_app(app: str | None) -> None:
+    """Lines logged from now on in this context (this thread, and the workers that copy its
+    context) name ``app``: one application's loop of a servo of several."""
+    _app.set(app)
+
+
+def current_app() -> str | None:
+    """The application this context logs for (``log_as_app``), or None."""
+    return _app.get()
+
+
 STABLE_FIELDS = (
     "event",
+    "app",
     "cmd",
     "cmd_uid",
     "connector",
@@ -127,6 +150,8 @@ class SecretRedactingFilter(logging.Filter):
     """Rewrites each record so that no registered secret survives into any formatter's output."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "app", None) is None and (app := current_app()) is not None:
+            record.app = app  # the line names its application (a servo of several)
         try:
             message = record.getMessage()
         except Exception:  # a bad format string still gets logged, as logging itself would
@@ -179,6 +204,19 @@ class JsonFormatter(logging.Formatter):
         return redact(json.dumps(entry, default=str))
 
 
+class TextFormatter(logging.Formatter):
+    """``TEXT_FORMAT``; ``APP_TEXT_FORMAT`` for a record of one application (its ``app``)."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+        self._app_style = logging.PercentStyle(APP_TEXT_FORMAT)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        if getattr(record, "app", None):
+            return self._app_style.format(record)
+        return super().formatMessage(record)
+
+
 class _StderrHandler(logging.StreamHandler[TextIO]):
     """Writes to whatever ``sys.stderr`` is at the time of each record (it may be swapped)."""
 
@@ -226,7 +264,7 @@ def stderr_handler(
     handler: logging.Handler = _StderrHandler() if stream is None else logging.StreamHandler(stream)
     handler.addFilter(SecretRedactingFilter())
     if formatter is None:
-        formatter = JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
+        formatter = JsonFormatter() if log_format == "json" else TextFormatter()
     handler.setFormatter(formatter)
     return handler
 

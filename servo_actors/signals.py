@@ -94,7 +94,8 @@ class SignalWatcher:
     """
 
     def __init__(self) -> None:
-        self.stop: threading.Event = _WakingEvent(self.wake)
+        self.stop: threading.Event = _WakingEvent(self._stopped)
+        self._children: list[SignalWatcher] = []
         self.stop_signal: str | None = None
         """The name of the first stop signal received (None: none, or a stop asked for by code)."""
         self.stop_signum: int | None = None
@@ -186,6 +187,38 @@ class SignalWatcher:
             # the rest of the wait is on the event, so a readable pipe never makes a caller spin.
             return self.stop.wait(remaining)
         return False
+
+    def child(self) -> SignalWatcher:
+        """A watcher for one part of this process (one application's loop of a servo of several):
+        stopped on its own (its ``stop`` set) or whenever this one stops, with this one's signal;
+        it never takes a signal itself. Its wake pipe is its own: ``close`` it when done."""
+        child = SignalWatcher()
+        with child._wake_lock:
+            pipe = os.pipe()
+            for fd in pipe:
+                os.set_blocking(fd, False)
+            child._wake = pipe
+        self._children.append(child)
+        if self.stop.is_set():
+            child._stop_with(self)
+        return child
+
+    def close(self) -> None:
+        """Close a ``child``'s wake pipe and forget it (it no longer follows its parent's stop)."""
+        with self._wake_lock:
+            pipe, self._wake = self._wake, None
+            for fd in pipe or ():
+                os.close(fd)
+
+    def _stopped(self) -> None:
+        self.wake()
+        for child in list(self._children):
+            child._stop_with(self)
+
+    def _stop_with(self, parent: SignalWatcher) -> None:
+        if self.stop_signal is None:
+            self.stop_signal, self.stop_signum = parent.stop_signal, parent.stop_signum
+        self.stop.set()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if signum in RELOAD_SIGNALS:

@@ -3,7 +3,7 @@
 Every other module takes its words from here (the wire models of ``protocol``, the
 metrics' label values of ``observability``, the runner, the supervisor's results, the embedded
 optimizer). It imports nothing, so that any layer may import it (.importlinter: the bottom layer).
-``docs/protocol.md`` (shared) defines what each word means.
+``docs/protocol.md`` defines what each word means.
 
 >>> RESULT_EVENT[MEASURE]
 'MEASUREMENT'
@@ -100,7 +100,7 @@ CRASH_LOOP: Final = "crash-loop"
 HOST_UNAVAILABLE: Final = "host-unavailable"
 """No host of the convention can take a connector placed on another host."""
 NOT_UP_REASONS: Final = (START_TIMEOUT, CRASH_LOOP, HOST_UNAVAILABLE)
-"""Reasons of the part of a connector that is not up (README, "Partial results")."""
+"""Reasons of the part of a connector that is not up (docs/recovery.md, "A connector that cannot start")."""
 SUPERVISOR_LOST: Final = "supervisor-lost"
 """The reason of an operation whose actor system was lost under it (and of the microreboot's log)."""
 RESTART_REASONS: Final = ("cancel", "deadline", "crash", "start-timeout", "retry", "reload", "microreboot")

@@ -1,5 +1,5 @@
 """Connectors as supervised actors: each in its own process, killed and respawned fresh on
-cancel, deadline or crash (architecture.md). ``ServoRuntime`` is the whole public surface the
+cancel, deadline or crash (docs/architecture.md). ``ServoRuntime`` is the whole public surface the
 runner and the CLI need; the rest is the machinery behind it, in four subpackages:
 
 - ``rules``: the supervision rules, pure (state machines on events and a clock passed in), and

@@ -48,7 +48,7 @@ import time
 import weakref
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from servo_actors.actors.child_specs import child_specs, supervisor_settings
 from servo_actors.actors.convention.settings import system_options
@@ -60,12 +60,13 @@ from servo_actors.actors.runtime_operations import (
     STOP_CHECK,
     RuntimeOperations,
 )
+from servo_actors.actors.system_link import SupervisorLost
 from servo_actors.actors.transport.system import ActorSystemHandle
 from servo_actors.config.models import ServoConfig
 from servo_actors.errors import SupervisorError
 from servo_actors.observability import events
 
-__all__ = ["START_MARGIN", "STATUS_TIMEOUT", "STOP_MARGIN", "ServoRuntime"]
+__all__ = ["START_MARGIN", "STATUS_TIMEOUT", "STOP_MARGIN", "RootSystem", "ServoRuntime"]
 
 START_MARGIN = 5.0
 """Seconds added to the connectors' startup budget before a bounded ``start``/``restart`` gives up."""
@@ -91,10 +92,27 @@ def _stop_at_exit(ref: weakref.ref[ServoRuntime]) -> None:
             runtime.stop()
 
 
-class ServoRuntime(RuntimeOperations):
-    """One servo's supervised connectors (see module docstring)."""
+class RootSystem(Protocol):
+    """The actor system a servo of several applications shares (``ServoTree``): each application's
+    runtime joins it instead of starting one of its own."""
 
-    def __init__(self, config: ServoConfig, *, run_dir: Path | None = None) -> None:
+    def running_system(self) -> ActorSystemHandle:
+        """The shared system, running: started again first if it was lost (the root's restart)."""
+        ...
+
+
+class ServoRuntime(RuntimeOperations):
+    """One servo's supervised connectors (see module docstring).
+
+    With ``root``, one application's connectors in the actor system ``root`` shares: its
+    supervisor joins that system, and a loss kills (and ``reboot`` restarts) that supervisor and
+    its connectors only, never another application's (``SystemLink.kill_subtree``).
+    """
+
+    def __init__(
+        self, config: ServoConfig, *, run_dir: Path | None = None, root: RootSystem | None = None
+    ) -> None:
+        self._root = root
         self._config = config
         self._specs = child_specs(config)
         self._declared = DeclaredTimes(self._specs)
@@ -104,7 +122,9 @@ class ServoRuntime(RuntimeOperations):
         self._own_run_dir = run_dir is None
         self._run_dir = Path(run_dir) if run_dir is not None else None
         liveness = config.supervisor.liveness
-        super().__init__(liveness.interval, liveness.timeout, liveness.idle_interval)
+        super().__init__(
+            liveness.interval, liveness.timeout, liveness.idle_interval, subtree_only=root is not None
+        )
         # Restarts and escalations, read from the supervisor's answers (observability).
         self._restarts = RestartLedger(events.connector_restarted, events.escalated)
         events.track_children(self._restarts)
@@ -138,15 +158,24 @@ class ServoRuntime(RuntimeOperations):
             return True
         # In convention mode: on supervisor.convention.listen, with the shared key (convention.py);
         # read first, so an unusable secret file (ConfigError) leaves nothing behind.
-        options = system_options(self._config)
+        options = system_options(self._config) if self._root is None else {}
         self._op, self._supervisor_pid, self._lost = None, None, None
         self._answers.clear()
         self._watchdog.reset()
         self._restarts.reset()
         _bound_external_tells(self._config.supervisor.liveness.timeout)
-        if self._run_dir is None:
-            self._run_dir = Path(tempfile.mkdtemp(prefix=f"servo-actors-{os.getpid()}-"))
-        self._system = ActorSystemHandle(self._run_dir, **options)
+        if self._root is not None:
+            try:
+                self._system = ActorSystemHandle.joining(self._root.running_system())
+            except SupervisorError as exc:
+                # The root lost meanwhile (its admin died as this application rebooted): not
+                # terminal, as any loss; the next reboot finds the root started afresh.
+                self._lost = SupervisorLost(f"the servo's actor system cannot be joined: {exc}")
+                raise self._lost from None
+        else:
+            if self._run_dir is None:
+                self._run_dir = Path(tempfile.mkdtemp(prefix=f"servo-actors-{os.getpid()}-"))
+            self._system = ActorSystemHandle(self._run_dir, **options)
         # Through a weak reference: the hook must not keep an abandoned runtime alive.
         self._exit_hook = functools.partial(_stop_at_exit, weakref.ref(self))
         atexit.register(self._exit_hook)

@@ -91,9 +91,16 @@ class RuntimeOperations(SystemLink):
     _settings: m.SupervisorSettings
 
     def __init__(
-        self, liveness_interval: float, liveness_timeout: float, liveness_idle_interval: float | None = None
+        self,
+        liveness_interval: float,
+        liveness_timeout: float,
+        liveness_idle_interval: float | None = None,
+        *,
+        subtree_only: bool = False,
     ) -> None:
-        super().__init__(liveness_interval, liveness_timeout, liveness_idle_interval)
+        super().__init__(
+            liveness_interval, liveness_timeout, liveness_idle_interval, subtree_only=subtree_only
+        )
         self._op: Operation | None = None
         self._children: tuple[m.ChildStatus, ...] = ()
 

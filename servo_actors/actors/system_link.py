@@ -51,8 +51,10 @@ __all__ = [
     "PING_KIND",
     "PING_ANSWER_WAIT",
     "PING_PREFIX",
+    "SUBTREE_KILL_TIMEOUT",
     "SupervisorLost",
     "SystemLink",
+    "kill_subtree",
 ]
 
 ANSWERS_KEPT = 64
@@ -79,6 +81,28 @@ _log = logging.getLogger(__name__)
 _ids = itertools.count(1)
 
 
+SUBTREE_KILL_TIMEOUT = 5.0
+"""Seconds ``kill_subtree`` waits for the processes it killed to be gone."""
+
+
+def kill_subtree(pid: int, timeout: float = SUBTREE_KILL_TIMEOUT) -> list[int]:
+    """SIGKILL ``pid`` (an application's supervisor) and every process under it: each descendant
+    with its process group and cgroup (``descendants.kill_tree``). The survivors after ``timeout``."""
+    found, index = [pid], 0
+    while index < len(found):
+        found += [child.pid for child in processes.children_of(found[index]) if child.alive]
+        index += 1
+    for descendant in reversed(found[1:]):
+        descendants.kill_tree(descendant)
+    processes.kill_pids([pid])
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = [p for p in found if processes.is_running(p)]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(processes.KILL_POLL_INTERVAL)
+
+
 class SupervisorLost(SupervisorError):
     """The runtime's own actor system (supervisor, admin or logger) died, stopped or stopped
     answering; it has been killed. Not terminal: ``reboot`` starts a fresh one."""
@@ -94,8 +118,16 @@ class SystemLink:
     """
 
     def __init__(
-        self, liveness_interval: float, liveness_timeout: float, liveness_idle_interval: float | None = None
+        self,
+        liveness_interval: float,
+        liveness_timeout: float,
+        liveness_idle_interval: float | None = None,
+        *,
+        subtree_only: bool = False,
     ) -> None:
+        self._subtree_only = subtree_only
+        """The system is shared (one application of several): a loss kills this link's supervisor
+        with its connectors, never the rest of the system (``_kill_system``)."""
         self._system: ActorSystemHandle | None = None
         self._supervisor: Any = None
         self._supervisor_pid: int | None = None
@@ -323,10 +355,16 @@ class SystemLink:
         if admin is None or admin.sid != self._system.session_id:
             return
         self._watchdog.watch("Thespian admin", admin.pid, depends_on="Thespian logger")
-        for child in processes.children_of(admin.pid):
-            if child.pid != supervisor_pid and child.alive and child.sid == admin.sid:
-                self._watchdog.watch("Thespian logger", child.pid)
-                break
+        # The logger is the admin's first child: its others are supervisors (one per application).
+        others = [
+            child.pid
+            for child in processes.children_of(admin.pid)
+            if child.pid != supervisor_pid and child.alive and child.sid == admin.sid
+        ]
+        started = {pid: processes.start_ticks(pid) for pid in others}
+        known = [pid for pid in others if started[pid] is not None]
+        if known:
+            self._watchdog.watch("Thespian logger", min(known, key=lambda pid: (started[pid], pid)))
 
     def _lose(self, why: str) -> None:
         """The actor system is lost: kill all of it now, fail the operation in flight."""
@@ -339,9 +377,12 @@ class SystemLink:
         self._kill_system()
 
     def _kill_system(self) -> None:
-        """SIGKILL every process of the actor system at once (crash-only); the run dir stays."""
+        """SIGKILL every process of the actor system at once (crash-only); the run dir stays.
+
+        A shared system (``subtree_only``) keeps running: only this link's supervisor and every
+        process under it (its connectors, their process groups and cgroups) are killed."""
         system, self._system, self._supervisor = self._system, None, None
-        self._supervisor_pid = None
+        supervisor_pid, self._supervisor_pid = self._supervisor_pid, None
         self._answers.clear()
         self._deferred.clear()
         self._watchdog.reset()
@@ -349,6 +390,12 @@ class SystemLink:
             atexit.unregister(self._exit_hook)
             self._exit_hook = None
         if system is None:
+            return
+        if self._subtree_only:
+            survivors = kill_subtree(supervisor_pid) if supervisor_pid is not None else []
+            system.kill()  # this link's endpoint only
+            if survivors:
+                _log.error("processes %s of the application's subtree survived SIGKILL", survivors)
             return
         survivors = system.kill()
         if system.session_id is not None:  # processes that left the session, in its cgroups

@@ -23,10 +23,12 @@ from servo_actors.cli.agent_cmd import agent_cmd
 from servo_actors.cli.config_cmds import config_cmd, connectors_cmd, schema_cmd, validate_cmd
 from servo_actors.cli.context import CliState, SignalAwareGroup
 from servo_actors.cli.demo_cmd import demo_cmd
+from servo_actors.cli.init_cmd import init_cmd
 from servo_actors.cli.kube_cmds import kube_cmd
 from servo_actors.cli.operations import adjust_cmd, check_cmd, describe_cmd, measure_cmd
 from servo_actors.cli.optimizer_cmds import optimizer
 from servo_actors.cli.run_cmd import run_cmd
+from servo_actors.cli.servox_cmd import import_servox_cmd
 from servo_actors.errors import ServoError
 from servo_actors.logs import LOG_FORMATS, LOG_LEVELS, configure_logging, redact
 
@@ -150,6 +152,8 @@ cli.add_command(run_cmd)
 cli.add_command(demo_cmd)
 cli.add_command(agent_cmd)
 cli.add_command(kube_cmd)
+cli.add_command(import_servox_cmd)
+cli.add_command(init_cmd)
 
 
 def main() -> None:

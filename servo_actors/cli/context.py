@@ -27,17 +27,21 @@ from typing import Any, TextIO
 
 import click
 
-from servo_actors.config import OptimizerConfig, ServoConfig, require_optimizer
-from servo_actors.connectors.registry import load_config
+from servo_actors.config import OptimizerConfig, ServoApps, ServoConfig, require_optimizer
+from servo_actors.connectors.registry import load_apps
+from servo_actors.errors import ConfigError
 
 __all__ = [
+    "APP_ENV",
     "CliState",
+    "app_option",
     "SignalAwareGroup",
     "color_enabled",
     "echo_json",
     "format_table",
     "is_terminal",
     "json_option",
+    "limit_option",
     "pass_state",
     "styled",
     "watches_stop_signals",
@@ -52,14 +56,32 @@ class CliState:
     """``-c/--config`` (click already folded ``SERVO_CONFIG`` in); None means ``./servo.yaml``."""
     log_level: str = "info"
     log_format: str = "text"
-    _config: ServoConfig | None = field(default=None, init=False, repr=False)
+    _apps: ServoApps | None = field(default=None, init=False, repr=False)
+
+    @property
+    def apps(self) -> ServoApps:
+        """Every application of the file (one per YAML document), validated on first use;
+        raises ConfigError (exit 2) if the file is missing or wrong."""
+        if self._apps is None:
+            self._apps = load_apps(self.config_path)
+        return self._apps
 
     @property
     def config(self) -> ServoConfig:
-        """The validated configuration; raises ConfigError (exit 2) if it is missing or wrong."""
-        if self._config is None:
-            self._config = load_config(self.config_path)
-        return self._config
+        """The configuration of a one-application file; with several applications a ConfigError
+        (exit 2) that names them and says how to pick one (``--app``)."""
+        apps = self.apps
+        if apps.several:
+            raise ConfigError(
+                f"holds {len(apps)} applications ({', '.join(apps.names)}): choose one with --app ORG/APP",
+                source=apps.source,
+            )
+        return apps.first
+
+    def select(self, names: Sequence[str]) -> tuple[ServoConfig, ...]:
+        """The applications ``--app`` names (all of them without one); ConfigError (exit 2)
+        naming an unknown one and the known ones."""
+        return self.apps.select(names)
 
     @property
     def optimizer(self) -> OptimizerConfig:
@@ -76,6 +98,33 @@ pass_state = click.make_pass_decorator(CliState, ensure=True)
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 """The ``--json`` flag, the same on every command that has one; the parameter is ``as_json``."""
+
+APP_ENV = "SERVO_NAME"
+"""The environment variable that selects applications as ``--app`` does (servox's name for it);
+several are separated by whitespace."""
+
+app_option = click.option(
+    "--app",
+    "-n",
+    "--name",
+    "app_names",
+    multiple=True,
+    metavar="ORG/APP",
+    envvar=APP_ENV,
+    show_envvar=True,
+    help="Only this application of a multi-document servo.yaml (repeatable; default: every one).",
+)
+"""``--app ORG/APP`` (also ``-n/--name`` and ``SERVO_NAME``, as servox users know them); the
+parameter is ``app_names``, a tuple."""
+
+limit_option = click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="At most N applications run the operation at once (default: all of them).",
+)
+"""``--limit N``: how many applications run an operation at once; the parameter is ``limit``."""
 
 
 def color_enabled(stream: TextIO | None = None) -> bool:

@@ -12,8 +12,8 @@ Output: an aligned table on stdout (colour only on a terminal, never with ``NO_C
      "data": {...},
      "connectors": {"app": {"status": "ok", "reason": "success", "message": null}}}
 
-``status``/``reason``/``message`` are the aggregated result (protocol.md's status fields);
-``data`` is, by operation: describe ``{"components", "metrics"}`` (protocol.md's descriptor
+``status``/``reason``/``message`` are the aggregated result (docs/protocol.md, "Results");
+``data`` is, by operation: describe ``{"components", "metrics"}`` (docs/protocol.md's descriptor
 parts), measure ``{"metrics", "annotations"}``, adjust ``{"components"}`` (the components the
 adjusted connectors now hold), check ``{"checks": [{"connector", "name", "success", "message"}]}``;
 ``connectors`` is each connector's own outcome. A ``check`` whose operation ran but one of whose
@@ -48,8 +48,9 @@ from servo_actors.cli.assignments import (
 )
 from servo_actors.cli.context import (
     CliState,
-    echo_json,
+    app_option,
     json_option,
+    limit_option,
     pass_state,
     watches_stop_signals,
 )
@@ -61,10 +62,11 @@ from servo_actors.cli.operation_output import (
     _status_word,
     _table,
 )
+from servo_actors.cli.per_app import AppCommand, for_each_app
 from servo_actors.cli.progress_line import _progress_for
 from servo_actors.cli.started_connectors import _connectors
 from servo_actors.durations import format_duration
-from servo_actors.errors import ConnectorError, UsageError
+from servo_actors.errors import ConnectorError, ServoError, UsageError
 
 if TYPE_CHECKING:
     from servo_actors.actors import OperationResult, ServoRuntime
@@ -76,10 +78,18 @@ DEFAULT_MEASURE_DURATION = 0.0
 """Seconds ``measure`` measures without ``-d``: 0 means "now" (one reading per connector)."""
 
 
+def _failure(result: OperationResult) -> ConnectorError | None:
+    """The error a result that is not ``ok`` ends the command with (None when it is ok)."""
+    if result.ok:
+        return None
+    detail = result.message or "no connector gave a reason"
+    return ConnectorError(f"{result.operation} {result.status} ({result.reason}): {detail}")
+
+
 def _raise_unless_ok(result: OperationResult) -> None:
-    if not result.ok:
-        detail = result.message or "no connector gave a reason"
-        raise ConnectorError(f"{result.operation} {result.status} ({result.reason}): {detail}")
+    error = _failure(result)
+    if error is not None:
+        raise error
 
 
 # ----- describe ----------------------------------------------------------------------------------
@@ -88,26 +98,30 @@ def _raise_unless_ok(result: OperationResult) -> None:
 @watches_stop_signals
 @click.command("describe")
 @json_option
+@app_option
+@limit_option
 @pass_state
-def describe_cmd(state: CliState, as_json: bool) -> None:
+def describe_cmd(state: CliState, as_json: bool, app_names: tuple[str, ...], limit: int | None) -> None:
     """Show what the connectors describe: components with their settings, and metrics.
 
     Exits 1, naming the connector, when one of them fails to describe itself.
     """
-    with _connectors(state.config, "describe") as (runtime, path):
+    for_each_app(state, app_names, limit, as_json, AppCommand("describe", _describe, _describe_text))
+
+
+def _describe(config: ServoConfig) -> tuple[dict[str, Any], ServoError | None]:
+    with _connectors(config, "describe") as (runtime, path):
         result = path.result("describe")
-        placement = _placement(runtime, state.config)
-    if as_json:
-        echo_json(_with_placement(_payload(result), placement))
-    else:
-        data = result.data
-        rows = _settings_rows(data.get("components") or {})
-        click.echo(_table(["COMPONENT", "SETTING", "TYPE", "VALUE", "RANGE/VALUES", "UNIT"], rows))
-        metrics = [[name, (info or {}).get("unit")] for name, info in (data.get("metrics") or {}).items()]
-        click.echo()
-        click.echo(_table(["METRIC", "UNIT"], metrics))
-        _echo_placement(placement)
-    _raise_unless_ok(result)
+        placement = _placement(runtime, config)
+    return _with_placement(_payload(result), placement), _failure(result)
+
+
+def _describe_text(payload: dict[str, Any]) -> str:
+    data = payload.get("data") or {}
+    rows = _settings_rows(data.get("components") or {})
+    text = _table(["COMPONENT", "SETTING", "TYPE", "VALUE", "RANGE/VALUES", "UNIT"], rows)
+    metrics = [[name, (info or {}).get("unit")] for name, info in (data.get("metrics") or {}).items()]
+    return text + "\n\n" + _table(["METRIC", "UNIT"], metrics) + _placement_text(payload.get("placement"))
 
 
 def _placement(runtime: ServoRuntime, config: ServoConfig) -> dict[str, str] | None:
@@ -125,10 +139,10 @@ def _with_placement(payload: dict[str, Any], placement: dict[str, str] | None) -
     return payload
 
 
-def _echo_placement(placement: dict[str, str] | None) -> None:
-    if placement is not None:
-        click.echo()
-        click.echo(_table(["CONNECTOR", "RUNS ON"], [[name, where] for name, where in placement.items()]))
+def _placement_text(placement: dict[str, str] | None) -> str:
+    if placement is None:
+        return ""
+    return "\n\n" + _table(["CONNECTOR", "RUNS ON"], [[name, where] for name, where in placement.items()])
 
 
 # ----- check -------------------------------------------------------------------------------------
@@ -137,47 +151,56 @@ def _echo_placement(placement: dict[str, str] | None) -> None:
 @watches_stop_signals
 @click.command("check")
 @json_option
+@app_option
+@limit_option
 @pass_state
-def check_cmd(state: CliState, as_json: bool) -> None:
+def check_cmd(state: CliState, as_json: bool, app_names: tuple[str, ...], limit: int | None) -> None:
     """Run every connector's checks; exit 1 if any check or connector failed.
 
     A connector without checks shows as one passing row, so every connector is accounted for.
     With an optimizer configured, one more row (connector ``servo``, check ``identity``) says
     whether a servo of the same identity runs here and reports a conflict (``identity.py``).
     """
-    with _connectors(state.config, "check") as (runtime, path):
+    for_each_app(state, app_names, limit, as_json, AppCommand("check", _check, _check_text))
+
+
+def _check(config: ServoConfig) -> tuple[dict[str, Any], ServoError | None]:
+    with _connectors(config, "check") as (runtime, path):
         result = path.result("check")
-        placement = _placement(runtime, state.config)
+        placement = _placement(runtime, config)
     checks = list(result.data.get("checks") or [])
-    identity = _identity_check(state.config)
+    identity = _identity_check(config)
     if identity is not None:
         checks.append(identity)
     failed_checks = [c for c in checks if not c.get("success")]
     failure = _checks_failure(failed_checks, len(checks))
-    if as_json:
-        payload = _payload(result)
-        payload["data"] = {**payload["data"], "checks": checks}
-        if failure is not None:
-            _mark_checks_failed(payload, failed_checks, failure)
-        echo_json(_with_placement(payload, placement))
-    else:
-        rows = []
-        for name, part in result.parts.items():
-            mine = [c for c in checks if c.get("connector") == name]
-            if not part.ok:
-                rows.append([name, "-", _status_word(False), part.message])
-            elif not mine:
-                rows.append([name, "-", _status_word(True), "no checks"])
-            rows += [
-                [name, c.get("name"), _status_word(bool(c.get("success"))), c.get("message")] for c in mine
-            ]
-        if identity is not None:
-            rows.append(["servo", "identity", _status_word(identity["success"]), identity["message"]])
-        click.echo(_table(["CONNECTOR", "CHECK", "RESULT", "MESSAGE"], rows))
-        _echo_placement(placement)
-    _raise_unless_ok(result)
+    payload = _payload(result)
+    payload["data"] = {**payload["data"], "checks": checks}
+    error: ServoError | None = _failure(result)
     if failure is not None:
-        raise ConnectorError(failure)
+        _mark_checks_failed(payload, failed_checks, failure)
+        error = error or ConnectorError(failure)
+    return _with_placement(payload, placement), error
+
+
+def _check_text(payload: dict[str, Any]) -> str:
+    checks = list((payload.get("data") or {}).get("checks") or [])
+    parts: dict[str, Any] = payload.get("connectors") or {}
+    rows = []
+    for name, part in parts.items():
+        mine = [c for c in checks if c.get("connector") == name]
+        if part.get("status") != "ok" and part.get("reason") != CHECK_FAILED:
+            rows.append([name, "-", _status_word(False), part.get("message")])
+        elif not mine:
+            rows.append([name, "-", _status_word(True), "no checks"])
+        rows += [[name, c.get("name"), _status_word(bool(c.get("success"))), c.get("message")] for c in mine]
+    rows += [
+        [c.get("connector"), c.get("name"), _status_word(bool(c.get("success"))), c.get("message")]
+        for c in checks
+        if c.get("connector") not in parts
+    ]
+    table = _table(["CONNECTOR", "CHECK", "RESULT", "MESSAGE"], rows)
+    return table + _placement_text(payload.get("placement"))
 
 
 CHECK_FAILED = "check-failed"
@@ -246,18 +269,49 @@ def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -
         f"  [default: {format_duration(DEFAULT_MEASURE_DURATION)}, measure now]"
     ),
 )
+@click.option(
+    "--connector",
+    "connector_names",
+    multiple=True,
+    metavar="NAME",
+    help="Only this connector takes part (repeat for several); default: every one.",
+)
 @json_option
+@app_option
+@limit_option
 @pass_state
-def measure_cmd(state: CliState, metrics: tuple[str, ...], duration: float, as_json: bool) -> None:
+def measure_cmd(
+    state: CliState,
+    metrics: tuple[str, ...],
+    duration: float,
+    connector_names: tuple[str, ...],
+    as_json: bool,
+    app_names: tuple[str, ...],
+    limit: int | None,
+) -> None:
     """Measure METRICS (default: every described metric) for DURATION, now.
 
-    Every connector takes part (a load generator runs during each measurement). Unknown metric
-    names exit 2 before anything is measured. A progress line shows on a terminal.
+    Every connector takes part (a load generator runs during each measurement), or those named
+    with --connector (servox's --connectors): only they are started. Unknown metric or connector
+    names exit 2 before anything is measured. A progress line shows on a terminal (with one
+    application).
     """
+
+    def measure(config: ServoConfig) -> tuple[dict[str, Any], ServoError | None]:
+        return _measure(config, metrics, duration, connector_names)
+
+    args = [*metrics, "--duration", repr(duration), *(f"--connector={name}" for name in connector_names)]
+    for_each_app(state, app_names, limit, as_json, AppCommand("measure", measure, _measure_text, args))
+
+
+def _measure(
+    config: ServoConfig, metrics: Sequence[str], duration: float, connector_names: Sequence[str]
+) -> tuple[dict[str, Any], ServoError | None]:
     from servo_actors.connectors.base import Control
 
     control = Control(duration=duration)
-    with _connectors(state.config, "measure") as (_runtime, path):
+    config = _only_connectors(config, connector_names)
+    with _connectors(config, "measure") as (_runtime, path):
         wanted = None
         if metrics:
             described = path.result("describe")
@@ -265,12 +319,27 @@ def measure_cmd(state: CliState, metrics: tuple[str, ...], duration: float, as_j
             wanted = _known_metrics(metrics, described.data.get("metrics") or {})
         progress = _progress_for("measure", control.expected_seconds)
         result = path.result("measure", reporter=progress, metrics=wanted, control=control)
-    if as_json:
-        echo_json(_payload(result))
-    else:
-        rows = _measure_rows(result.data.get("metrics") or {})
-        click.echo(_table(["METRIC", "SERIES", "POINTS", "MEAN", "LAST", "UNIT"], rows))
-    _raise_unless_ok(result)
+    return _payload(result), _failure(result)
+
+
+def _measure_text(payload: dict[str, Any]) -> str:
+    rows = _measure_rows((payload.get("data") or {}).get("metrics") or {})
+    return _table(["METRIC", "SERIES", "POINTS", "MEAN", "LAST", "UNIT"], rows)
+
+
+def _only_connectors(config: ServoConfig, names: Sequence[str]) -> ServoConfig:
+    """``config`` with only the connectors ``names`` (all of them when none is named)."""
+    if not names:
+        return config
+    known = [spec.name for spec in config.connectors]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise UsageError(
+            f"unknown connector(s) {', '.join(unknown)} (configured: {', '.join(known) or 'none'})"
+        )
+    return config.model_copy(
+        update={"connectors": [spec for spec in config.connectors if spec.name in names]}
+    )
 
 
 def _known_metrics(requested: Sequence[str], described: dict[str, Any]) -> list[str]:
@@ -288,23 +357,36 @@ def _known_metrics(requested: Sequence[str], described: dict[str, Any]) -> list[
 @click.command("adjust")
 @click.argument("assignments", nargs=-1, required=True, metavar="COMPONENT.SETTING=VALUE...")
 @json_option
+@app_option
+@limit_option
 @pass_state
-def adjust_cmd(state: CliState, assignments: tuple[str, ...], as_json: bool) -> None:
+def adjust_cmd(
+    state: CliState,
+    assignments: tuple[str, ...],
+    as_json: bool,
+    app_names: tuple[str, ...],
+    limit: int | None,
+) -> None:
     """Apply settings through the connectors that own them; print what is now in force.
 
     Each value is checked against describe first: an unknown component or setting, a value out
     of range, off its step or not among its values exits 2 naming it, and nothing is adjusted.
     """
     parsed = parse_assignments(assignments)
-    with _connectors(state.config, "adjust") as (_runtime, path):
-        described = path.result("describe")
-        _raise_unless_ok(described)
-        request = resolve_assignments(parsed, described.data.get("components") or {})
-        progress = _progress_for("adjust", 0.0)
-        result = path.result("adjust", reporter=progress, components=request)
-    if as_json:
-        echo_json(_payload(result))
-    else:
-        rows = _adjust_rows(result.data.get("components") or {}, request)
-        click.echo(_table(["COMPONENT", "SETTING", "VALUE", "UNIT"], rows))
-    _raise_unless_ok(result)
+    request: dict[str, Any] = {}
+
+    def adjust(config: ServoConfig) -> tuple[dict[str, Any], ServoError | None]:
+        with _connectors(config, "adjust") as (_runtime, path):
+            described = path.result("describe")
+            _raise_unless_ok(described)
+            request.update(resolve_assignments(parsed, described.data.get("components") or {}))
+            progress = _progress_for("adjust", 0.0)
+            result = path.result("adjust", reporter=progress, components=request)
+        return _payload(result), _failure(result)
+
+    def adjust_text(payload: dict[str, Any]) -> str:
+        # The settings asked for show in bold (known here only when this process adjusted).
+        rows = _adjust_rows((payload.get("data") or {}).get("components") or {}, request)
+        return _table(["COMPONENT", "SETTING", "VALUE", "UNIT"], rows)
+
+    for_each_app(state, app_names, limit, as_json, AppCommand("adjust", adjust, adjust_text, assignments))

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 import click
 
 from servo_actors import signals
-from servo_actors.cli.context import CliState, pass_state, watches_stop_signals
-from servo_actors.errors import ServoError
+from servo_actors.cli.context import CliState, app_option, pass_state, watches_stop_signals
+from servo_actors.errors import ServoError, UsageError
 
 if TYPE_CHECKING:
     from servo_actors.actors import OperationResult
@@ -55,14 +55,28 @@ def _listen_option(ctx: click.Context, param: click.Parameter, value: str | None
     callback=_listen_option,
     help="Serve /metrics, /healthz and /readyz here (overrides settings.metrics.listen).",
 )
+@app_option
 @pass_state
-def run_cmd(state: CliState, check_first: bool, dry_run: bool, metrics_listen: str | None) -> None:
-    """Connect to the optimizer and run the control loop until SIGTERM or SIGINT (then GOODBYE, exit 0)."""
+def run_cmd(
+    state: CliState, check_first: bool, dry_run: bool, metrics_listen: str | None, app_names: tuple[str, ...]
+) -> None:
+    """Connect to the optimizer and run the control loop until SIGTERM or SIGINT (then GOODBYE, exit 0).
+
+    With a servo.yaml of several applications it runs every one (a loop each, one actor system);
+    ``--app ORG/APP`` (repeatable) picks which.
+    """
     from servo_actors.config.loading import require_optimizer
     from servo_actors.runner import Runner
 
-    config = state.config
-    require_optimizer(config)
+    configs = state.select(app_names)
+    for config in configs:
+        require_optimizer(config)
+    if len(configs) > 1:
+        if check_first or dry_run:
+            raise UsageError("--check and --dry-run take one application: choose it with --app ORG/APP")
+        _run_several(configs, state, metrics_listen)
+        return
+    (config,) = configs
     if metrics_listen is not None:
         config.settings.metrics = config.settings.metrics.model_copy(update={"listen": metrics_listen})
     with signals.watching(reload=True) as watcher:
@@ -78,6 +92,22 @@ def run_cmd(state: CliState, check_first: bool, dry_run: bool, metrics_listen: s
             if dry_run:
                 return
         exit_code = Runner(config, config_path=state.config_path, signals=watcher).run()
+    if exit_code:
+        raise click.exceptions.Exit(exit_code)
+
+
+def _run_several(configs: tuple[ServoConfig, ...], state: CliState, metrics_listen: str | None) -> None:
+    """Every application in one servo: a loop each, one actor system (``runner.apps``)."""
+    from servo_actors.runner.apps import AppsRunner
+
+    if metrics_listen is not None:
+        first = configs[0]
+        first.settings.metrics = first.settings.metrics.model_copy(update={"listen": metrics_listen})
+    with signals.watching(reload=True) as watcher:
+        if watcher.stop.is_set():
+            log.info("stopped (%s) before the connectors started", watcher.stop_signal)
+            return
+        exit_code = AppsRunner(configs, config_path=state.config_path, signals=watcher).run()
     if exit_code:
         raise click.exceptions.Exit(exit_code)
 

@@ -4,6 +4,7 @@
 
     from servo_actors.config import load_config, require_optimizer, read_token
 
+    apps = load_apps("servo.yaml")             # every application (one per YAML document)
     config = load_config("servo.yaml")         # ConfigError listing every problem, if any
     optimizer = require_optimizer(config)      # ConfigError when no optimizer is configured
     token = read_token(optimizer)              # SecretStr | None
@@ -12,6 +13,7 @@ Connector types are resolved, and their settings validated, by ``servo_actors.co
 (whose ``load_config`` does both after this one): loading here imports no connector code.
 """
 
+from servo_actors.config.applications import ServoApps
 from servo_actors.config.display import ConnectorSettings, effective_config
 from servo_actors.config.fields import Duration
 from servo_actors.config.loading import (
@@ -19,6 +21,7 @@ from servo_actors.config.loading import (
     DEFAULT_CONFIG_PATH,
     ConnectorCheck,
     config_path,
+    load_apps,
     load_config,
     require_optimizer,
 )
@@ -40,12 +43,14 @@ __all__ = [
     "MetricsConfig",
     "OptimizerConfig",
     "RestartBackoff",
+    "ServoApps",
     "ServoConfig",
     "Settings",
     "SupervisorConfig",
     "Timeouts",
     "config_path",
     "effective_config",
+    "load_apps",
     "load_config",
     "read_token",
     "require_optimizer",

@@ -16,11 +16,11 @@ from typing import Any
 from pydantic import BaseModel, BeforeValidator
 
 from servo_actors.config.models import ServoConfig
-from servo_actors.config.problems import is_secret_key
+from servo_actors.config.problems import Loc, is_secret_key, key_path
 from servo_actors.durations import format_duration, parse_duration
 from servo_actors.logs import MASK
 
-__all__ = ["ConnectorSettings", "effective_config"]
+__all__ = ["ConnectorSettings", "ValueSource", "effective_config", "value_sources"]
 
 ConnectorSettings = Callable[[str, Mapping[str, Any]], Any]
 """``(type_name, raw settings)``: the settings as the connector type's model has them (a pydantic
@@ -35,6 +35,32 @@ def effective_config(
     for spec, shown in zip(config.connectors, data["connectors"], strict=True):
         shown["config"] = _mask_secret_keys(_connector_config(spec.type, spec.config, connector_settings))
     return data
+
+
+ValueSource = tuple[str, Any, str]
+"""``(key path, value as shown, source)``: one row of ``servo-actors config --sources``."""
+
+
+def value_sources(config: ServoConfig, shown: dict[str, Any]) -> list[ValueSource]:
+    """Every leaf value of ``shown`` (``effective_config``'s output, secrets already masked) with
+    where it came from: the file, ``env NAME``, ``PATH/.env NAME`` or ``default``.
+
+    An empty mapping or list is a leaf (nothing under it to attribute).
+    """
+    rows: list[ValueSource] = []
+
+    def walk(value: Any, loc: Loc) -> None:
+        if isinstance(value, dict) and value:
+            for key, item in value.items():
+                walk(item, (*loc, str(key)))
+        elif isinstance(value, list) and value:
+            for index, item in enumerate(value):
+                walk(item, (*loc, index))
+        else:
+            rows.append((key_path(loc), value, config.provenance.source_of(loc)))
+
+    walk(shown, ())
+    return rows
 
 
 def _connector_config(

@@ -1,4 +1,4 @@
-"""Environment overrides of servo.yaml (protocol.md): ``OPSANI_*`` and ``SERVO_UID``.
+"""Environment overrides of servo.yaml (docs/protocol.md, "Endpoint and authentication"): ``OPSANI_*`` and ``SERVO_UID``.
 
 An environment variable wins over the file. Rules that keep this unsurprising:
 
@@ -25,6 +25,7 @@ __all__ = [
     "ENVIRONMENT_SOURCE",
     "OPTIMIZER_ENV",
     "SERVO_UID_ENV",
+    "SINGLE_APP_ENV",
     "apply_env_overrides",
     "env_value",
 ]
@@ -39,6 +40,8 @@ OPTIMIZER_ENV: dict[str, str] = {
     "OPSANI_TOKEN_FILE": "token_file",
 }
 """Environment variable → key of the ``optimizer`` section it sets."""
+SINGLE_APP_ENV: tuple[str, ...] = ("OPSANI_OPTIMIZER", "OPSANI_URL")
+"""The variables that name one application: refused when the file holds several."""
 SERVO_UID_ENV = "SERVO_UID"
 ENVIRONMENT_SOURCE = "environment"
 

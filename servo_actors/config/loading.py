@@ -2,7 +2,8 @@
 
 ::
 
-    config = load_config()                 # -c PATH, else $SERVO_CONFIG, else ./servo.yaml
+    apps = load_apps()                     # -c PATH, else $SERVO_CONFIG, else ./servo.yaml
+    config = load_config()                 # the same, for a file of one document (one application)
     optimizer = require_optimizer(config)  # only where an optimizer is needed (run)
 
 Connector types are not resolved here: each connector's ``config`` stays the raw mapping with its
@@ -20,6 +21,7 @@ file in one pass rather than one error per run::
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 from collections.abc import Mapping
@@ -28,11 +30,19 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from servo_actors.config.environment import apply_env_overrides
+from servo_actors.config.applications import (
+    ServoApps,
+    document_source,
+    servo_wide_problems,
+    unique_app_problems,
+)
+from servo_actors.config.environment import ENVIRONMENT_SOURCE, SINGLE_APP_ENV, env_value
 from servo_actors.config.models import ServoConfig
 from servo_actors.config.optimizer_section import OptimizerConfig
 from servo_actors.config.problems import ConfigProblem, config_error, problems_from_validation
-from servo_actors.config.yaml_file import read_yaml_mapping
+from servo_actors.config.provenance import Provenance
+from servo_actors.config.variables import apply_variables, relabel_problems
+from servo_actors.config.yaml_file import read_yaml_documents
 from servo_actors.errors import ConfigError
 from servo_actors.logs import register_secret
 
@@ -41,6 +51,7 @@ __all__ = [
     "DEFAULT_CONFIG_PATH",
     "ConnectorCheck",
     "config_path",
+    "load_apps",
     "load_config",
     "require_optimizer",
 ]
@@ -67,25 +78,93 @@ def config_path(path: str | Path | None = None, env: Mapping[str, str] = os.envi
     return Path(env.get(CONFIG_PATH_ENV) or DEFAULT_CONFIG_PATH)
 
 
+def load_apps(
+    path: str | Path | None = None,
+    env: Mapping[str, str] = os.environ,
+    *,
+    connector_check: ConnectorCheck | None = None,
+) -> ServoApps:
+    """Every application of the file, validated, after environment overrides.
+
+    A file of one document is one application (``load_config`` gives it alone). With several,
+    each document needs an optimizer (ORG/APP unique across them), the servo-wide keys are the
+    first document's (``applications.SERVO_WIDE``), and the environment's ``OPSANI_OPTIMIZER``
+    and ``OPSANI_URL`` (which name one application) are refused; ``OPSANI_BASE_URL``, the token
+    variables and ``SERVO_UID`` apply to every application.
+
+    With a ``connector_check``, each connector entry that has no problem of its own is checked by
+    it (``servo_actors.connectors.registry`` resolves the type and validates its ``config``);
+    without one, connector types are not looked at. Raises one ConfigError listing every problem as
+    ``SOURCE: key.path: what is wrong``, where SOURCE names the document when there are several
+    (``servo.yaml document 2 (acme.com/web)``).
+    """
+    file = config_path(path, env)
+    source = str(file)
+    documents = read_yaml_documents(file, source=source)
+    several = len(documents) > 1
+    if several:
+        single = [name for name in SINGLE_APP_ENV if env_value(env, name) is not None]
+        if single:
+            raise ConfigError(
+                f"{' and '.join(single)} name one application, and the file holds {len(documents)} "
+                "documents (one per application): set each document's optimizer instead",
+                source=ENVIRONMENT_SOURCE,
+            )
+    problems: list[ConfigProblem] = []
+    if several:
+        problems += unique_app_problems(documents, source)
+        problems += servo_wide_problems(documents, source)
+    configs: list[ServoConfig] = []
+    for index, raw in enumerate(documents, start=1):
+        optimizer = raw.get("optimizer")
+        app = optimizer.get("id") if isinstance(optimizer, dict) else None
+        where = document_source(source, index, app) if several else source
+        config, found = _load_document(raw, file, where, env, connector_check)
+        problems += found
+        if config is not None:
+            config._document = index if several else None
+            configs.append(config)
+    if problems or len(configs) != len(documents):
+        raise config_error(problems)
+    log.debug("loaded %s: %d application(s)", source, len(configs))
+    return ServoApps(source, tuple(configs))
+
+
 def load_config(
     path: str | Path | None = None,
     env: Mapping[str, str] = os.environ,
     *,
     connector_check: ConnectorCheck | None = None,
 ) -> ServoConfig:
-    """The validated configuration, after environment overrides.
+    """The validated configuration of a one-application file (see ``load_apps``), after the
+    variables (``config.variables``: the environment's, over the ``.env`` file's beside the
+    configuration file).
 
-    With a ``connector_check``, each connector entry that has no problem of its own is checked by
-    it (``servo_actors.connectors.registry`` resolves the type and validates its ``config``);
-    without one, connector types are not looked at. Raises one ConfigError listing every problem as
-    ``SOURCE: key.path: what is wrong``.
+    A file of several documents is a ConfigError here naming its applications: the callers that
+    take several use ``load_apps``.
     """
-    file = config_path(path, env)
-    source = str(file)
-    raw = read_yaml_mapping(file, source=source)
+    apps = load_apps(path, env, connector_check=connector_check)
+    if apps.several:
+        raise ConfigError(
+            f"holds {len(apps)} applications ({', '.join(apps.names)}); this takes one document",
+            source=apps.source,
+        )
+    return apps.first
+
+
+def _load_document(
+    raw: dict[str, Any],
+    file: Path,
+    source: str,
+    env: Mapping[str, str],
+    connector_check: ConnectorCheck | None,
+) -> tuple[ServoConfig | None, list[ConfigProblem]]:
+    """One document: its configuration (None when it has problems) and its problems."""
     _anchor_token_file(raw, file)
     _anchor_secret_file(raw, file)
-    env_sources = apply_env_overrides(raw, env)
+    _anchor_ca_bundle(raw, file)
+    file_data = copy.deepcopy(raw)  # as the file has it, for config --sources
+    env_sources = apply_variables(raw, file, env)
 
     problems: list[ConfigProblem] = []
     config: ServoConfig | None = None
@@ -94,19 +173,20 @@ def load_config(
     except ValidationError as exc:
         problems += problems_from_validation(exc, model=ServoConfig, source=source, env_sources=env_sources)
     if connector_check is not None:
-        problems += _connector_problems(raw.get("connectors"), source, connector_check, already=problems)
+        problems += relabel_problems(
+            _connector_problems(raw.get("connectors"), source, connector_check, already=problems), env_sources
+        )
     if problems or config is None:
-        raise config_error(problems)
+        return None, problems
 
-    config._source = source
+    config._source = str(file)
+    config._provenance = Provenance(source, file_data, env_sources)
     if config.optimizer is not None:
         config.optimizer._sources = {
-            key: (f"env {env_sources[('optimizer', key)]}" if ("optimizer", key) in env_sources else source)
-            for key in config.optimizer.model_fields_set
+            key: env_sources.get(("optimizer", key), source) for key in config.optimizer.model_fields_set
         }
         register_secret(config.optimizer.token)
-    log.debug("loaded %s: %d connector(s)", source, len(config.connectors))
-    return config
+    return config, []
 
 
 def require_optimizer(config: ServoConfig) -> OptimizerConfig:
@@ -141,6 +221,15 @@ def _anchor_secret_file(raw: dict[str, Any], file: Path) -> None:
     if isinstance(secret_file, str) and secret_file.strip():
         if not os.path.isabs(os.path.expanduser(secret_file)):
             convention["secret_file"] = str(file.parent / secret_file)
+
+
+def _anchor_ca_bundle(raw: dict[str, Any], file: Path) -> None:
+    """As ``_anchor_token_file``, for ``settings.ca_bundle``."""
+    settings = raw.get("settings")
+    ca_bundle = settings.get("ca_bundle") if isinstance(settings, dict) else None
+    if isinstance(ca_bundle, str) and ca_bundle.strip():
+        if not os.path.isabs(os.path.expanduser(ca_bundle)):
+            settings["ca_bundle"] = str(file.parent / ca_bundle)  # type: ignore[index]  # a dict, checked above
 
 
 def _connector_problems(

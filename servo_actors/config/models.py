@@ -29,6 +29,7 @@ from servo_actors.config.fields import (
     _positive as _positive,
 )
 from servo_actors.config.optimizer_section import OptimizerConfig, Settings
+from servo_actors.config.provenance import Provenance
 from servo_actors.config.supervisor_section import (
     PlacementConfig,
     SupervisorConfig,
@@ -66,13 +67,31 @@ class ServoConfig(_Strict):
     connectors: list[ConnectorSpec] = Field(default_factory=list)
     """Ordered; names are unique."""
 
-    # The file it was loaded from, as the user named it; set by the loader.
+    # The file it was loaded from, as the user named it, which of its documents (1-based) when it
+    # holds several, and where each value came from; set by the loader.
     _source: str | None = PrivateAttr(None)
+    _document: int | None = PrivateAttr(None)
+    _provenance: Provenance | None = PrivateAttr(None)
 
     @property
     def source(self) -> str | None:
         """The path of the file this configuration was loaded from (as given), or None."""
         return self._source
+
+    @property
+    def document(self) -> int | None:
+        """Which YAML document of its file this is (1-based) when the file holds several, else None."""
+        return self._document
+
+    @property
+    def app(self) -> str | None:
+        """The application this configuration serves (``optimizer.id``, ORG/APP), or None."""
+        return self.optimizer.id if self.optimizer is not None else None
+
+    @property
+    def provenance(self) -> Provenance:
+        """Where each value came from (the file, a variable, a default); all defaults when not loaded."""
+        return self._provenance or Provenance(self._source or "")
 
     @field_validator("connectors")
     @classmethod

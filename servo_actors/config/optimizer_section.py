@@ -3,6 +3,7 @@ authenticate, and how the servo talks to it (timeouts, retries, its own metrics 
 
 from __future__ import annotations
 
+import os
 import re
 
 from pydantic import PrivateAttr, SecretStr, field_validator, model_validator
@@ -20,7 +21,7 @@ __all__ = ["Backoff", "MetricsConfig", "OptimizerConfig", "Settings", "Timeouts"
 
 
 class OptimizerConfig(_Strict):
-    """Which optimizer to talk to and how to authenticate (protocol.md). Env ``OPSANI_*`` override it."""
+    """Which optimizer to talk to and how to authenticate (docs/protocol.md, "Endpoint and authentication"). Env ``OPSANI_*`` override it."""
 
     id: str
     """The optimizer, ``ORG/APP`` (env ``OPSANI_OPTIMIZER``)."""
@@ -82,7 +83,7 @@ class OptimizerConfig(_Strict):
 
     @property
     def servo_url(self) -> str:
-        """The endpoint every exchange is POSTed to (protocol.md)."""
+        """The endpoint every exchange is POSTed to (docs/protocol.md, "Endpoint and authentication")."""
         if self.url:
             return f"{self.url}/servo"
         return f"{self.base_url}/accounts/{self.organization}/applications/{self.app_name}/servo"
@@ -151,5 +152,36 @@ class Settings(_Strict):
     timeouts: Timeouts = Timeouts()
     backoff: Backoff = Backoff()
     metrics: MetricsConfig = MetricsConfig()
+    ca_bundle: str | None = None
+    """A PEM file of the certificate authorities the optimizer's TLS certificate is checked against
+    (a private PKI, a self-signed certificate), instead of the system's; relative to servo.yaml."""
+    ssl_verify: bool = True
+    """false: the optimizer's TLS certificate is not checked at all (a warning is logged at start).
+    Anyone on the path can then read the token; prefer ca_bundle."""
 
     _interval_positive = field_validator("progress_interval")(_positive)
+
+    @field_validator("ca_bundle")
+    @classmethod
+    def _readable_file(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.strip():
+            raise ValueError("is empty")
+        path = os.path.expanduser(value)
+        if not os.path.isfile(path) or not os.access(path, os.R_OK):
+            raise ValueError(f"{value!r} is not a readable file")
+        return path
+
+    @model_validator(mode="after")
+    def _verify_or_bundle(self) -> Settings:
+        if self.ca_bundle is not None and not self.ssl_verify:
+            raise ValueError(
+                "ca_bundle is for checking the certificate, ssl_verify: false for not checking it: set one"
+            )
+        return self
+
+    @property
+    def tls_verify(self) -> bool | str:
+        """What requests' ``verify`` takes: the CA bundle's path, or whether to check at all."""
+        return self.ca_bundle if self.ca_bundle is not None else self.ssl_verify

@@ -123,17 +123,17 @@ def problems_from_validation(
 ) -> list[ConfigProblem]:
     """A ``ConfigProblem`` per pydantic error of ``model``, keyed under ``prefix``.
 
-    ``env_sources`` maps a key (as a loc tuple from the top) to the environment variable that set
-    it; an error at or under such a key names the variable as its source instead of the file.
+    ``env_sources`` maps a key (as a loc tuple from the top) to the label of the variable that set
+    it (``env NAME``); an error at or under such a key names it as its source instead of the file.
     """
     problems = []
     for error in exc.errors(include_url=False):
         loc = tuple(error["loc"])
         full_loc = prefix + loc
         problem_source = source
-        for env_loc, variable in (env_sources or {}).items():
+        for env_loc, label in (env_sources or {}).items():
             if full_loc[: len(env_loc)] == env_loc:
-                problem_source = f"env {variable}"
+                problem_source = label
         message = describe_error(error, model=model, loc=loc, secret=is_secret_key(full_loc))
         problems.append(ConfigProblem(problem_source, key_path(full_loc), message))
     return problems

@@ -132,7 +132,7 @@ class PlacementConfig(_Strict):
 
 
 class SupervisorConfig(_Strict):
-    """Supervision of the connector processes (OTP-style; architecture.md)."""
+    """Supervision of the connector processes (OTP-style; docs/recovery.md)."""
 
     # Each default is written once, in config/defaults.py (actors/messages.py uses them too).
 

@@ -1,4 +1,4 @@
-"""Reading a YAML configuration file into plain data, with errors that name the file and the line.
+"""Reading a YAML configuration file (one document, or several) into plain data, with errors that name the file and the line.
 
 Safe loading only (no Python objects from YAML). A key written twice in one mapping is an error:
 PyYAML would silently keep the last one, and a setting that is ignored without a word is the kind
@@ -15,7 +15,7 @@ import yaml
 from servo_actors.errors import ConfigError
 
 __all__ = [
-    "read_yaml_mapping",
+    "read_yaml_documents",
 ]
 
 
@@ -41,12 +41,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def read_yaml_mapping(path: Path, *, source: str) -> dict[str, Any]:
-    """The top-level mapping of the YAML file at ``path``; an empty file gives ``{}``.
+def read_yaml_documents(path: Path, *, source: str) -> list[dict[str, Any]]:
+    """The top-level mapping of each YAML document in the file at ``path``, in order.
+
+    A file of one document gives a list of one; an empty file (or one of empty documents) gives
+    ``[{}]``; an empty document among others (a stray ``---`` at the end) is skipped.
 
     ``source`` is how errors name the file (the path as the user gave it). Raises ConfigError for a
-    missing or unreadable file, a YAML syntax error (with line and column), or a top level that is
-    not a mapping.
+    missing or unreadable file, a YAML syntax error (with line and column), or a document whose top
+    level is not a mapping (naming the document when there are several).
     """
     try:
         text = path.read_text(encoding="utf-8")
@@ -61,19 +64,23 @@ def read_yaml_mapping(path: Path, *, source: str) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror or exc}", source=source) from None
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        loaded = list(yaml.load_all(text, Loader=_UniqueKeyLoader))  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         raise ConfigError(_describe_yaml_error(exc), source=source) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"not valid YAML: {exc}", source=source) from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        kind = "a list" if isinstance(data, list) else f"a {type(data).__name__} ({data!r:.40})"
-        raise ConfigError(
-            f"the top level must be a mapping of keys (optimizer, connectors, ...), not {kind}", source=source
-        )
-    return data
+    documents = [data for data in loaded if data is not None]
+    if not documents:
+        return [{}]
+    for index, data in enumerate(documents, start=1):
+        if not isinstance(data, dict):
+            kind = "a list" if isinstance(data, list) else f"a {type(data).__name__} ({data!r:.40})"
+            where = f"{source} document {index}" if len(documents) > 1 else source
+            raise ConfigError(
+                f"the top level must be a mapping of keys (optimizer, connectors, ...), not {kind}",
+                source=where,
+            )
+    return documents
 
 
 def _describe_yaml_error(exc: yaml.MarkedYAMLError) -> str:

@@ -43,7 +43,7 @@ ProgressFn = Callable[..., None]
 
 @dataclass(frozen=True)
 class Control:
-    """How a MEASURE or ADJUST should run (protocol.md ``control``), durations in seconds."""
+    """How a MEASURE or ADJUST should run (docs/protocol.md, "MEASURE and MEASUREMENT": ``control``), durations in seconds."""
 
     duration: float = 0.0
     warmup: float = 0.0
@@ -126,7 +126,7 @@ class Connector:
         """Best effort on an orderly stop; a kill may come instead."""
 
     def describe(self) -> dict[str, Any]:
-        """``{"components": {...}, "metrics": {...}}`` in the wire shapes of protocol.md."""
+        """``{"components": {...}, "metrics": {...}}`` in the wire shapes of docs/protocol.md."""
         return {"components": {}, "metrics": {}}
 
     def measure(self, metrics: list[str], control: Control, progress: ProgressFn) -> dict[str, Any]:

@@ -9,9 +9,17 @@
         method: GET
         rate: 50              # requests/s over all threads; 0 = as fast as concurrency allows
         concurrency: 4        # threads, each with one connection
+        max_concurrency: null # with a rate: threads added up to this many while the rate is not held
         timeout: 5s           # per request (connect, and each read)
         headers: {Accept: application/json}
         body: null
+        insecure: false       # true: TLS certificates are not checked (a warning per measurement)
+        keepalive: true       # false: a new connection for every request
+
+Instead of ``url`` (with ``method`` and ``body``), ``targets_file: PATH`` names a file of several
+requests, sent in turn, in vegeta's ``http`` or ``json`` format (``targets_format``; see
+``loadgen_targets``); ``headers`` are then added to every target's own. The path is read when the
+configuration is validated, relative to the working directory.
 
 For ``warmup + duration`` it sends requests from ``concurrency`` threads (paced to ``rate``
 when it is not 0); requests started during the warmup are discarded, the rest make the metrics,
@@ -26,25 +34,36 @@ all single readings ``{"unit": ..., "value": ...}`` over the measured window:
   counts with the time it took to fail).
 
 The delay of the control is not waited for: load stops when the window ends. Requests ignore
-proxy settings from the environment: the load goes straight to ``url``.
+proxy settings from the environment: the load goes straight to the targets.
+
+servox's vegeta connector had these options; ``concurrency`` is its ``workers`` and
+``max_concurrency`` its ``max_workers``: with a rate, a thread is added (up to
+``max_concurrency``) each time a request goes out more than one interval late.
 """
 
 from __future__ import annotations
 
+import itertools
+import logging
 import math
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import requests
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from servo_actors.config.fields import Duration
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control, ProgressFn
+from servo_actors.connectors.loadgen_targets import METHODS, Target, TargetsFormat, read_targets
 from servo_actors.connectors.wait import DEFAULT_PROGRESS_INTERVAL, wait_with_progress
 from servo_actors.durations import format_duration
+
+__all__ = ["JOIN_GRACE", "MAX_CONCURRENCY", "METRIC_UNITS", "LoadgenConfig", "LoadgenConnector"]
 
 METRIC_UNITS = {
     "throughput": "rps",
@@ -58,7 +77,8 @@ _PERCENTILES = {"latency_p50": 50.0, "latency_p90": 90.0, "latency_p99": 99.0, "
 JOIN_GRACE = 2.0
 """Seconds, beyond the request timeout, to wait for worker threads once the load stops."""
 MAX_CONCURRENCY = 256
-_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+log = logging.getLogger(__name__)
 
 
 class LoadgenConfig(BaseModel):
@@ -66,20 +86,34 @@ class LoadgenConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    url: str
+    url: str | None = None
+    """The one URL requests go to; or targets_file."""
+    targets_file: str | None = None
+    """A file of several requests, sent in turn (vegeta's http or json format); or url."""
+    targets_format: TargetsFormat = "http"
+    insecure: bool = False
+    """TLS certificates of the targets are not checked (a warning is logged at each measurement)."""
+    keepalive: bool = True
+    """false: every request on a new connection (``Connection: close``)."""
     method: str = "GET"
     rate: float = Field(0.0, ge=0.0)
     concurrency: int = Field(4, ge=1, le=MAX_CONCURRENCY)
+    max_concurrency: int | None = Field(None, ge=1, le=MAX_CONCURRENCY)
+    """With a rate: more threads are started, up to this many, while the rate is not held (vegeta's
+    max_workers); null: concurrency threads, fixed."""
     timeout: Duration = 5.0
     # Headers may carry credentials: kept out of repr and logs.
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
     body: str | None = None
     progress_interval: Duration = DEFAULT_PROGRESS_INTERVAL
 
+    # What is sent, in turn: the url's one request, or the targets file's; set by validation.
+    _targets: list[Target] = PrivateAttr(default_factory=list)
+
     @field_validator("url")
     @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not re.match(r"^https?://[^/\s]+", value):
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^/\s]+", value):
             raise ValueError(f"{value!r} is not an http(s) URL")
         return value
 
@@ -87,9 +121,41 @@ class LoadgenConfig(BaseModel):
     @classmethod
     def _known_method(cls, value: str) -> str:
         method = value.upper()
-        if method not in _METHODS:
-            raise ValueError(f"{value!r} is not one of {', '.join(_METHODS)}")
+        if method not in METHODS:
+            raise ValueError(f"{value!r} is not one of {', '.join(METHODS)}")
         return method
+
+    @model_validator(mode="after")
+    def _growth(self) -> LoadgenConfig:
+        if self.max_concurrency is not None and self.max_concurrency < self.concurrency:
+            raise ValueError(
+                f"max_concurrency ({self.max_concurrency}) is below concurrency ({self.concurrency})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _url_or_targets(self) -> LoadgenConfig:
+        if (self.url is None) == (self.targets_file is None):
+            raise ValueError("give url or targets_file (one of them)")
+        if self.targets_file is None:
+            body = self.body.encode() if self.body is not None else None
+            self._targets = [Target(self.method, str(self.url), {}, body)]
+            return self
+        if "method" in self.model_fields_set or self.body is not None:
+            raise ValueError("with targets_file, each target has its own method and body: leave those out")
+        self._targets = read_targets(Path(self.targets_file).expanduser(), self.targets_format)
+        return self
+
+    @property
+    def targets(self) -> list[Target]:
+        return list(self._targets)
+
+    @property
+    def what(self) -> str:
+        """The requests sent, for messages: ``GET URL`` or ``N targets from FILE``."""
+        if self.targets_file is not None:
+            return f"{len(self._targets)} target(s) from {self.targets_file}"
+        return f"{self.method} {self.url}"
 
     @field_validator("timeout", "progress_interval")
     @classmethod
@@ -114,11 +180,69 @@ class _Pacer:
         self._next = time.monotonic()
         self._lock = threading.Lock()
 
-    def next_slot(self) -> float:
+    def next_slot(self) -> tuple[float, bool]:
+        """The next send time, and whether the schedule is behind (that slot was due more than
+        one gap ago: the workers cannot hold the rate)."""
         with self._lock:
-            slot = max(self._next, time.monotonic())
+            now = time.monotonic()
+            behind = self._gap > 0 and now - self._next > self._gap
+            slot = max(self._next, now)
             self._next = slot + self._gap
-            return slot
+            return slot, behind
+
+
+class _Crew:
+    """The worker threads of one measurement: ``start`` more while there is room, ``join`` them all."""
+
+    def __init__(self, name: str, work: Callable[[list[_Sample]], None], run: _Run, limit: int) -> None:
+        self._name = name
+        self._work = work
+        self._run = run
+        self._limit = limit
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        with self._lock:
+            return len(self._threads)
+
+    def start(self, count: int = 1) -> None:
+        with self._lock:
+            for _ in range(count):
+                if len(self._threads) >= self._limit or self._run.stop.is_set():
+                    return
+                samples: list[_Sample] = []
+                self._run.samples.append(samples)
+                # Daemon: a worker stuck past the join bound must not keep the process alive.
+                thread = threading.Thread(
+                    target=self._work,
+                    args=(samples,),
+                    name=f"loadgen-{self._name}-{len(self._threads)}",
+                    daemon=True,
+                )
+                thread.start()
+                self._threads.append(thread)
+
+    def join(self, seconds: float) -> None:
+        """Wait for every thread, ``seconds`` in all (no thread starts once the run is stopped)."""
+        join_by = time.monotonic() + seconds
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(max(0.0, join_by - time.monotonic()))
+
+
+class _Rotation:
+    """Hands out the targets in turn to every worker."""
+
+    def __init__(self, targets: list[Target]) -> None:
+        self._cycle = itertools.cycle(targets)
+        self._lock = threading.Lock()
+
+    def next(self) -> Target:
+        with self._lock:
+            return next(self._cycle)
 
 
 @dataclass
@@ -145,19 +269,20 @@ class LoadgenConnector(Connector):
         total = control.warmup + control.duration
         run = _Run(ends=began + total)
         pacer = _Pacer(self.config.rate)
-        workers = []
-        for index in range(self.config.concurrency):
-            samples: list[_Sample] = []
-            run.samples.append(samples)
-            # Daemon: a worker stuck past the join bound must not keep the process alive.
-            worker = threading.Thread(
-                target=self._work,
-                args=(run, pacer, samples),
-                name=f"loadgen-{self.name}-{index}",
-                daemon=True,
+        rotation = _Rotation(self.config.targets)
+        if self.config.insecure:
+            log.warning(
+                "loadgen %s: insecure: the TLS certificates of %s are not checked",
+                self.name,
+                self.config.what,
             )
-            worker.start()
-            workers.append(worker)
+        crew = _Crew(
+            self.name,
+            lambda samples: self._work(run, pacer, rotation, crew, samples),
+            run,
+            self.config.max_concurrency or self.config.concurrency,
+        )
+        crew.start(self.config.concurrency)
         try:
             wait_with_progress(
                 total,
@@ -167,43 +292,51 @@ class LoadgenConnector(Connector):
             )
         finally:
             run.stop.set()
-            join_by = time.monotonic() + self.config.timeout + JOIN_GRACE
-            for worker in workers:
-                worker.join(max(0.0, join_by - time.monotonic()))
+            crew.join(self.config.timeout + JOIN_GRACE)
         window = [s for samples in run.samples for s in list(samples) if window_start <= s.started < run.ends]
         if not window:
             raise ConnectorFailure(
-                f"{self.name}: no request to {self.config.url} finished in the "
+                f"{self.name}: no request to {self.config.what} finished in the "
                 f"{format_duration(control.duration)} measurement window",
                 reason="no-data",
             )
         values = _metrics(window, control.duration)
+        grew = (
+            f"; threads grew to {crew.size} to hold the rate" if crew.size > self.config.concurrency else ""
+        )
         return {
             "metrics": {
                 name: {"unit": METRIC_UNITS[name], "value": values[name]}
                 for name in metrics
                 if name in values
             },
-            "annotations": {"loadgen": f"{len(window)} requests to {self.config.method} {self.config.url}"},
+            "annotations": {"loadgen": f"{len(window)} requests to {self.config.what}{grew}"},
         }
 
-    def _work(self, run: _Run, pacer: _Pacer, samples: list[_Sample]) -> None:
+    def _work(
+        self, run: _Run, pacer: _Pacer, rotation: _Rotation, crew: _Crew, samples: list[_Sample]
+    ) -> None:
         config = self.config
+        extra = {} if config.keepalive else {"Connection": "close"}
         with requests.Session() as session:
             session.trust_env = False  # no proxies or .netrc: the load goes straight to the target
             while not run.stop.is_set():
-                slot = pacer.next_slot()
+                slot, behind = pacer.next_slot()
+                if behind:
+                    crew.start()  # a no-op at the limit (max_concurrency, else concurrency)
                 if slot >= run.ends or run.stop.wait(max(0.0, slot - time.monotonic())):
                     return
+                target = rotation.next()
                 started = time.monotonic()
                 try:
                     response = session.request(
-                        config.method,
-                        config.url,
-                        headers=config.headers,
-                        data=config.body.encode() if config.body is not None else None,
+                        target.method,
+                        target.url,
+                        headers={**config.headers, **target.headers, **extra},
+                        data=target.body,
                         timeout=config.timeout,
                         allow_redirects=False,
+                        verify=not config.insecure,
                     )
                     ok = 200 <= response.status_code < 400
                 except requests.RequestException:

@@ -8,6 +8,7 @@ the type name, so loading a YAML file imports no connector module::
     from servo_actors.connectors.registry import load_config, resolve_connector_type
 
     config = load_config("servo.yaml")       # the file, then every connector type and its settings
+    apps = load_apps("servo.yaml")           # the same for every application of a multi-document file
     cls = resolve_connector_type("wait")     # ConfigError naming the type when it cannot be had
 
 Imports are dynamic (importlib), never ``eval``, so naming one connector type never imports the others.
@@ -26,7 +27,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from servo_actors.config.applications import ServoApps
 from servo_actors.config.display import effective_config as _effective_config
+from servo_actors.config.loading import load_apps as _load_apps
 from servo_actors.config.loading import load_config as _load_config
 from servo_actors.config.models import ServoConfig
 from servo_actors.config.problems import ConfigProblem, problems_from_validation
@@ -43,6 +46,7 @@ __all__ = [
     "connector_type_infos",
     "effective_config",
     "effective_settings",
+    "load_apps",
     "load_config",
     "resolve_connector_type",
     "validate_connector_config",
@@ -190,6 +194,17 @@ def load_config(
     connector's type resolved (imported) and its settings validated, each problem reported with the
     file's others in one ConfigError."""
     return _load_config(path, env, connector_check=connector_settings_problems if check_connectors else None)
+
+
+def load_apps(
+    path: str | Path | None = None,
+    env: Mapping[str, str] = os.environ,
+    *,
+    check_connectors: bool = True,
+) -> ServoApps:
+    """``servo_actors.config.load_apps`` (every application of the file) with, as ``load_config``,
+    every connector's type resolved and its settings validated."""
+    return _load_apps(path, env, connector_check=connector_settings_problems if check_connectors else None)
 
 
 def effective_config(config: ServoConfig) -> dict[str, Any]:

@@ -22,14 +22,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from servo_actors.config.listen import parse_listen
 from servo_actors.config.optimizer_section import MetricsConfig
 
 # log_relay's module-level logger must exist before the servo forks its actor system (log_relay).
 from servo_actors.observability import events, log_relay
-from servo_actors.observability.health import HealthState, Verdict
+from servo_actors.observability.health import AppsHealth, HealthState, Verdict
 from servo_actors.observability.registry import ServoMetrics
 from servo_actors.observability.server import MetricsServer
 
@@ -37,20 +37,38 @@ log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
-def serving(config: MetricsConfig, connectors: Iterable[str] = ()) -> Iterator[MetricsServer | None]:
+def serving(
+    config: MetricsConfig, connectors: Iterable[str] = (), *, app: str = ""
+) -> Iterator[MetricsServer | None]:
     """Serve metrics and health on ``config.listen`` while the block runs (nothing when it is None).
 
-    ``connectors``: the configured names, whose per-connector series exist from the start (at 0).
+    ``connectors``: the configured names, whose per-connector series exist from the start (at 0);
+    ``app``: the application (ORG/APP), every metric's ``app`` label.
     ConfigError (naming ``settings.metrics.listen``) when the address cannot be bound.
     """
+    with serving_apps(config, {app: list(connectors)}) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def serving_apps(config: MetricsConfig, apps: Mapping[str, Iterable[str]]) -> Iterator[MetricsServer | None]:
+    """``serving`` for a servo of several applications: ``apps`` maps each (ORG/APP) to its
+    connectors' names. Each application's lines count under its own ``app`` label (the context's,
+    ``logs.log_as_app``), and /healthz and /readyz answer for each (``AppsHealth``). With one
+    application the probes answer as a servo of one always did."""
     if config.listen is None:
         yield None
         return
-    metrics, health = ServoMetrics(), HealthState(config.stall_after)
-    metrics.connectors(connectors)
+    names = list(apps) or [""]
+    metrics = ServoMetrics(names)
+    health: HealthState | AppsHealth = (
+        AppsHealth(names, config.stall_after) if len(names) > 1 else HealthState(config.stall_after)
+    )
+    for app, connectors in apps.items():
+        metrics.connectors(connectors, app)
     host, port = parse_listen(config.listen)
     server = MetricsServer(host, port, metrics, health)
-    events.activate(metrics, health)
+    events.activate(metrics, health, names)
     server.start()
     log.info("serving /metrics, /healthz and /readyz on http://%s", server.address)
     try:
@@ -72,6 +90,7 @@ def linger(config: MetricsConfig, server: MetricsServer | None, stop: threading.
 
 
 __all__ = [
+    "AppsHealth",
     "HealthState",
     "MetricsServer",
     "ServoMetrics",
@@ -80,4 +99,5 @@ __all__ = [
     "linger",
     "log_relay",
     "serving",
+    "serving_apps",
 ]

@@ -18,13 +18,15 @@ and the actor system's own processes never import prometheus_client's state.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from servo_actors.observability.health import HealthState
+from servo_actors.logs import current_app
+from servo_actors.observability.health import AppsHealth, HealthState, Verdict
 from servo_actors.observability.registry import ServoMetrics
 from servo_actors.vocabulary import COMMAND_OF_EVENT, SUPERVISOR_LOST
 
@@ -44,17 +46,78 @@ _ERROR_KINDS = {
 """Phrases of the client's problems -> the ``status`` label of a request that got no HTTP reply."""
 
 
-class _Active:
-    """What ``activate`` installed; one reference, swapped whole."""
+class _AppMetric:
+    """One metric of ``ServoMetrics`` with its ``app`` label already given."""
 
-    def __init__(self, metrics: ServoMetrics, health: HealthState) -> None:
-        self.metrics = metrics
-        self.health = health
+    def __init__(self, metric: Any, app: str) -> None:
+        self._metric, self._app = metric, app
+
+    def labels(self, *values: str) -> Any:
+        return self._metric.labels(self._app, *values)
+
+    def inc(self, amount: float = 1.0) -> None:
+        self._metric.labels(self._app).inc(amount)
+
+
+class _AppMetrics:
+    """``ServoMetrics`` as one application counts into it: every metric with its ``app`` label."""
+
+    def __init__(self, metrics: ServoMetrics, app: str) -> None:
+        self._metrics, self._app = metrics, app
+        for name in (
+            "commands_received",
+            "command_results",
+            "cancels",
+            "operation_duration",
+            "connector_restarts",
+            "connector_up",
+            "escalations",
+            "microreboots",
+            "optimizer_requests",
+            "optimizer_retries",
+            "optimizer_backoff",
+        ):
+            setattr(self, name, _AppMetric(getattr(metrics, name), app))
+
+    def connectors(self, names: Iterable[str]) -> None:
+        self._metrics.connectors(names, self._app)
+
+    def polled(self) -> None:
+        self._metrics.polled(self._app)
+
+
+class _Active:
+    """What ``activate`` installed; one reference, swapped whole. ``metrics`` and ``health`` are
+    those of the application the calling context works for (``logs.current_app``), else of
+    ``default_app``: a servo of one application."""
+
+    def __init__(self, metrics: ServoMetrics, health: HealthState | AppsHealth, default_app: str) -> None:
+        self.all_metrics = metrics
+        self.all_health = health
+        self.default_app = default_app
+        self._views: dict[str, _AppMetrics] = {}
+
+    @property
+    def app(self) -> str:
+        return current_app() or self.default_app
+
+    @property
+    def metrics(self) -> Any:
+        app = self.app
+        view = self._views.get(app)
+        if view is None:
+            view = self._views[app] = _AppMetrics(self.all_metrics, app)
+        return view
+
+    @property
+    def health(self) -> HealthState:
+        health = self.all_health
+        return health.of(self.app) if isinstance(health, AppsHealth) else health
 
 
 _active: _Active | None = None
-_command: tuple[str, str | None, float] | None = None  # (cmd, cmd_uid, monotonic start)
-_children_sources: weakref.WeakSet[Any] = weakref.WeakSet()
+_commands: dict[str, tuple[str, str | None, float]] = {}  # app -> (cmd, cmd_uid, monotonic start)
+_children_sources: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
 class ChildrenSource(Protocol):
@@ -66,33 +129,58 @@ class ChildrenSource(Protocol):
 # ----- lifecycle -------------------------------------------------------------------------------
 
 
-def activate(metrics: ServoMetrics, health: HealthState) -> None:
-    """Count into ``metrics`` and tell ``health`` from now on (``run`` with ``settings.metrics``)."""
+def activate(metrics: ServoMetrics, health: HealthState | AppsHealth, apps: Iterable[str] = ("",)) -> None:
+    """Count into ``metrics`` and tell ``health`` from now on (``run`` with ``settings.metrics``),
+    for ``apps`` (the first is the one of a context that names none: a servo of one)."""
     global _active
-    metrics.processes_alive.set_function(connector_processes_alive)
-    metrics.healthy.set_function(lambda: float(health.liveness().ok))
-    metrics.ready.set_function(lambda: float(health.readiness().ok))
-    _active = _Active(metrics, health)
+    apps = list(apps) or [""]
+    for app in apps:
+        state = health.of(app) if isinstance(health, AppsHealth) else health
+        metrics.processes_alive.labels(app).set_function(functools.partial(connector_processes_alive, app))
+        metrics.healthy.labels(app).set_function(functools.partial(_probe_ok, state.liveness))
+        metrics.ready.labels(app).set_function(functools.partial(_probe_ok, state.readiness))
+    _active = _Active(metrics, health, apps[0])
+
+
+def _probe_ok(probe: Callable[[], Verdict]) -> float:
+    return float(probe().ok)
+
+
+def app_removed(app: str) -> None:
+    """A reload removed application ``app``: /healthz and /readyz no longer answer for it."""
+    active = _active
+    if active is not None and isinstance(active.all_health, AppsHealth):
+        active.all_health.forget(app)
 
 
 def deactivate() -> None:
-    global _active, _command
-    _active, _command = None, None
+    global _active
+    _active = None
+    _commands.clear()
 
 
 def active_metrics() -> ServoMetrics | None:
     active = _active
-    return active.metrics if active is not None else None
+    return active.all_metrics if active is not None else None
 
 
 def track_children(source: ChildrenSource) -> None:
-    """Count ``source``'s connector processes in ``servo_connector_processes_alive`` (weakly held)."""
-    _children_sources.add(source)
+    """Count ``source``'s connector processes in ``servo_connector_processes_alive`` (weakly held),
+    for the application of the calling context."""
+    active = _active
+    _children_sources[source] = current_app() or (active.default_app if active is not None else "")
 
 
-def connector_processes_alive() -> int:
-    """Connector processes running now, over every tracked source (both sets during a reload)."""
-    return sum(1 for source in list(_children_sources) for pid in source.connector_pids() if _running(pid))
+def connector_processes_alive(app: str | None = None) -> int:
+    """Connector processes running now, over every tracked source (both sets during a reload),
+    of ``app`` only when given."""
+    return sum(
+        1
+        for source, owner in list(_children_sources.items())
+        if app is None or owner == app
+        for pid in source.connector_pids()
+        if _running(pid)
+    )
 
 
 def _running(pid: int) -> bool:
@@ -109,8 +197,7 @@ def _running(pid: int) -> bool:
 
 def command_received(cmd: str, cmd_uid: str | None) -> None:
     """WHATS_NEXT brought a command: a successful poll."""
-    global _command
-    _command = (cmd, cmd_uid, time.monotonic())
+    _commands[current_app() or ""] = (cmd, cmd_uid, time.monotonic())
     log.info(
         "command %s%s",
         cmd,
@@ -140,7 +227,8 @@ def answer(event: str, param: dict[str, Any] | None, reply: Any) -> None:
 
 def _result_posted(cmd: str, cmd_uid: str | None, param: dict[str, Any], active: _Active | None) -> None:
     status, reason = str(param.get("status")), param.get("reason")
-    started = _command[2] if _command is not None and _command[1] == cmd_uid else None
+    command = _commands.get(current_app() or "")
+    started = command[2] if command is not None and command[1] == cmd_uid else None
     duration_ms = round((time.monotonic() - started) * 1000, 3) if started is not None else None
     log.info(
         "result of %s %s: %s (%s)%s",
@@ -376,6 +464,7 @@ class AnswerRecorder:
 __all__ = [
     "AnswerRecorder",
     "activate",
+    "app_removed",
     "actor_system_answered",
     "exchange_began",
     "exchange_ended",

@@ -133,4 +133,50 @@ class HealthState:
         return Verdict(not reasons, body)
 
 
-__all__ = ["HealthState", "Verdict"]
+class AppsHealth:
+    """The health of a servo of several applications: a ``HealthState`` each (``of``), and the
+    probes' answers over all of them. /healthz is ok while every application's loop turns; /readyz
+    is ok while every application is ready; both bodies give each application's own under
+    ``apps``, so a probe that fails names the application."""
+
+    def __init__(
+        self, apps: list[str], stall_after: float, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._stall_after, self._clock = stall_after, clock
+        self.states = {app: HealthState(stall_after, clock=clock) for app in apps}
+
+    def of(self, app: str) -> HealthState:
+        """``app``'s state (a new one for an application a reload added)."""
+        state = self.states.get(app)
+        if state is None:
+            state = self.states[app] = HealthState(self._stall_after, clock=self._clock)
+        return state
+
+    def forget(self, app: str) -> None:
+        """``app`` was removed (a reload): the probes no longer answer for it."""
+        self.states.pop(app, None)
+
+    def liveness(self) -> Verdict:
+        return self._over(
+            {app: state.liveness() for app, state in list(self.states.items())}, "unhealthy", "ok"
+        )
+
+    def readiness(self) -> Verdict:
+        return self._over(
+            {app: state.readiness() for app, state in list(self.states.items())}, "not ready", "ready"
+        )
+
+    @staticmethod
+    def _over(verdicts: dict[str, Verdict], bad: str, good: str) -> Verdict:
+        failing = [app for app, verdict in verdicts.items() if not verdict.ok]
+        body = {
+            "status": bad if failing else good,
+            "reasons": [
+                f"{app}: {reason}" for app in failing for reason in verdicts[app].body.get("reasons", [])
+            ],
+            "apps": {app: verdict.body for app, verdict in verdicts.items()},
+        }
+        return Verdict(not failing, body)
+
+
+__all__ = ["AppsHealth", "HealthState", "Verdict"]

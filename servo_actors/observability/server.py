@@ -35,7 +35,7 @@ from prometheus_client import make_wsgi_app
 
 from servo_actors.config.listen import format_listen
 from servo_actors.errors import ConfigError
-from servo_actors.observability.health import HealthState, Verdict
+from servo_actors.observability.health import AppsHealth, HealthState, Verdict
 from servo_actors.observability.registry import ServoMetrics
 
 REQUEST_TIMEOUT = 10.0
@@ -104,7 +104,7 @@ def _json(
 class MetricsServer:
     """Serves ``metrics`` and ``health`` on ``host:port`` (see module docstring)."""
 
-    def __init__(self, host: str, port: int, metrics: ServoMetrics, health: HealthState) -> None:
+    def __init__(self, host: str, port: int, metrics: ServoMetrics, health: HealthState | AppsHealth) -> None:
         self.metrics = metrics
         self.health = health
         self._exposition = make_wsgi_app(metrics.registry)

@@ -86,7 +86,7 @@ def _status(name: str, reason: str | None = None, message: str | None = None) ->
 
 
 def _token_value(token: str) -> str:
-    # The plan may hold the token in any of the forms a servo config may (protocol.md).
+    # The plan may hold the token in any of the forms a servo config may (docs/protocol.md).
     token = token.strip()
     for prefix in ("X-SF-Token ", "Bearer "):
         if token.startswith(prefix):
@@ -299,7 +299,7 @@ class Application:
             self.driver.on_cancelled(current, reply.get("reason") or DEFAULT_CANCEL_REASON)
             self._record_cancel(current, "progress", param.get("progress"))
         elif reply["status"] in ("invalid", "unexpected-event"):
-            self._current = None  # no result is owed after these (protocol.md)
+            self._current = None  # no result is owed after these (docs/protocol.md)
         return Reply(200, reply)
 
     def _result(

@@ -160,7 +160,7 @@ class SearchDriver:
                 f"the result's status {status!r} is not one of {STATUSES}",
             )
         if inflight.cancelled is not None and status == "ok":
-            # Abort was pressed as the result went out: the command counts as cancelled (protocol.md).
+            # Abort was pressed as the result went out: the command counts as cancelled (docs/protocol.md).
             status, reason = "cancelled", inflight.cancelled
         if inflight.kind == "describe":
             self._described(inflight, status, reason, message, result.get("descriptor"))

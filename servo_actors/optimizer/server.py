@@ -13,7 +13,7 @@ admin token. A ``Driver`` (driver.py) chooses each application's commands and ju
 
 Routes:
 
-- ``POST {prefix}/accounts/{ORG}/applications/{APP}/servo``: the protocol (protocol.md) for that
+- ``POST {prefix}/accounts/{ORG}/applications/{APP}/servo``: the protocol (docs/protocol.md) for that
   application (404 naming the served ones for another). Any other path ending in ``/servo`` (a
   servo configured with an explicit ``url``) reaches the application when only one is served.
 - ``GET /admin/apps``: the applications served (app, servo path, phase, command in flight) and
@@ -42,6 +42,7 @@ survives all of it.
 from __future__ import annotations
 
 import hmac
+import ssl
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -71,7 +72,8 @@ class OptimizerServer:
 
     ``OptimizerServer(driver, app=..., token=...)`` serves one application;
     ``OptimizerServer(applications=[Application(...), ...])`` several, each on its own servo path
-    (``/accounts/ORG/applications/APP/servo``). With ``admin_token``, every ``POST /admin/*``
+    (``/accounts/ORG/applications/APP/servo``). With ``tls`` (a server-side ``ssl.SSLContext``
+    holding its certificate) it serves HTTPS. With ``admin_token``, every ``POST /admin/*``
     must carry it (``Authorization: Bearer ...`` or ``X-Admin-Token``); ``GET`` stays read-only
     and open. The single-application attributes (``app``, ``driver``, ``servo_path``, ``state()``,
     ``cancel()``) are the first application's.
@@ -88,6 +90,7 @@ class OptimizerServer:
         history_limit: int = HISTORY_LIMIT,
         applications: Sequence[Application] = (),
         admin_token: str | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         apps = list(applications)
         if driver is not None:
@@ -108,10 +111,16 @@ class OptimizerServer:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._httpd = HttpServer((host, port), self)
+        if tls is not None:
+            # The handshake happens on the connection's first read, in its own handler thread, so
+            # a client that never finishes one does not hold up the accepting loop.
+            self._httpd.socket = tls.wrap_socket(
+                self._httpd.socket, server_side=True, do_handshake_on_connect=False
+            )
         # Read once, while the socket is open: the URL stays known after stop() (a test restarts
         # an optimizer on the same port); what server_address holds, typed for TCP.
         bound_host, bound_port = self._httpd.socket.getsockname()[:2]
-        self._url = f"http://{bound_host}:{bound_port}"
+        self._url = f"{'https' if tls is not None else 'http'}://{bound_host}:{bound_port}"
 
     # --- applications ----------------------------------------------------------------------------
 
@@ -180,7 +189,7 @@ class OptimizerServer:
 
     @property
     def url(self) -> str:
-        """``http://HOST:PORT``: use it as a servo's ``base_url``."""
+        """``http://HOST:PORT`` (``https://`` with ``tls``): use it as a servo's ``base_url``."""
         return self._url
 
     @property

@@ -3,7 +3,7 @@
 The models are plain data (validation and serialization only), by what they hold:
 ``wire_types``, ``shapes``, ``commands``, ``results``, ``reading`` and ``writing``;
 ``client.OptimizerClient`` speaks
-it over HTTP with the retry rules of protocol.md; ``backoff`` holds the pure retry arithmetic.
+it over HTTP with the retry rules of docs/protocol.md; ``backoff`` holds the pure retry arithmetic.
 """
 
 from servo_actors.protocol.commands import (

@@ -1,7 +1,7 @@
 """The optimizer token: the header it goes out in, and keeping it out of every log line and error.
 
 Apart from the client so that the one place the token is read into a header, and the one place a
-reply is scrubbed of it, can be checked on their own (protocol.md gives the token's three forms).
+reply is scrubbed of it, can be checked on their own (docs/protocol.md, "Endpoint and authentication", gives the token's three forms).
 
 >>> auth_headers(SecretStr("X-SF-Token abc"))
 {'X-SF-Token': 'abc'}
@@ -20,7 +20,7 @@ __all__ = ["auth_headers", "redact"]
 
 
 def auth_headers(token: SecretStr | None) -> dict[str, str]:
-    """The token header in its three forms (protocol.md). ConfigError (without the token) if unusable.
+    """The token header in its three forms (docs/protocol.md, "Endpoint and authentication"). ConfigError (without the token) if unusable.
 
     ``X-SF-Token abc`` -> ``X-SF-Token: abc``; ``Bearer abc`` -> ``Authorization: Bearer abc``;
     ``abc`` -> ``Authorization: Bearer abc``.

@@ -1,4 +1,5 @@
-"""OptimizerClient: the servo's side of the wire, over HTTP, with the retry rules of protocol.md.
+"""OptimizerClient: the servo's side of the wire, over HTTP, with the retry rules of docs/protocol.md
+("Errors and retries").
 
 ::
 
@@ -138,6 +139,12 @@ class OptimizerClient(HttpExchange):
         self._session_lock = threading.Lock()
         self._session = new_session()
         self._notice = UnreachableNotice(self.url, optimizer.id)
+        if not settings.ssl_verify:
+            log.warning(
+                "settings.ssl_verify is false: the optimizer's TLS certificate at %s is not checked, "
+                "so the token can be read by anyone on the path (use settings.ca_bundle instead)",
+                self.url,
+            )
 
     def __repr__(self) -> str:
         return f"OptimizerClient(url={self.url!r}, servo_uid={self.servo_uid!r})"

@@ -33,7 +33,7 @@ __all__ = [
     "SleepParam",
 ]
 
-# SLEEP without a duration sleeps this long (protocol.md).
+# SLEEP without a duration sleeps this long (docs/protocol.md, "SLEEP").
 SLEEP_DEFAULT_SECONDS = 120.0
 
 

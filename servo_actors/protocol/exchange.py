@@ -2,7 +2,8 @@
 
 Apart from the client's protocol calls and their retry loops, which only see ``Outcome``: this is
 the one module of the protocol that speaks HTTP (``requests``), bounds a reply's size and time,
-and sorts HTTP statuses into retry, refused, rejected and gone (protocol.md).
+and sorts HTTP statuses into retry, refused, rejected and gone (docs/protocol.md,
+"Errors and retries").
 
 Every request runs on a short-lived worker thread while the caller waits on ``stop``: setting
 ``stop`` (or a signal handler raising in the caller) ends an in-flight request at once; an
@@ -50,7 +51,7 @@ STOP_CHECK_INTERVAL = 0.05
 LOGGED_BODY_CHARS = 200
 """How much of an unexpected reply body goes into a log line."""
 RETRY_STATUSES = frozenset({404, 408, 429})
-"""Besides every 5xx, the HTTP statuses retried with backoff (protocol.md)."""
+"""Besides every 5xx, the HTTP statuses retried with backoff (docs/protocol.md, "Errors and retries")."""
 AUTH_STATUSES = frozenset({401, 403})
 """Refusals that a fixed token or permission may lift: retried, at least ``backoff.max`` apart."""
 MAX_REPLY_BYTES = 4 * 1024 * 1024
@@ -76,8 +77,14 @@ class Outcome:
 
 
 def new_session() -> requests.Session:
-    """A fresh HTTP session (its connection pool is thread-safe); ``HttpExchange`` posts on it."""
-    return requests.Session()
+    """A fresh HTTP session (its connection pool is thread-safe); ``HttpExchange`` posts on it.
+
+    It takes proxies from the environment (``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY`` and
+    ``NO_PROXY``, upper or lower case), as requests does by default: ``trust_env`` stays on.
+    """
+    session = requests.Session()
+    session.trust_env = True
+    return session
 
 
 class HttpExchange:
@@ -131,8 +138,15 @@ class HttpExchange:
 
         def send() -> None:
             try:
+                # verify per request: a session's verify loses to REQUESTS_CA_BUNDLE from the
+                # environment (requests merges the environment's over the session's).
                 response = session.post(
-                    self.url, data=body, headers=self._headers, timeout=timeout, stream=True
+                    self.url,
+                    data=body,
+                    headers=self._headers,
+                    timeout=timeout,
+                    stream=True,
+                    verify=self.settings.tls_verify,
                 )
                 box["stream"] = response  # so an abandoning caller can cut the read short
                 with response:

@@ -26,6 +26,7 @@ The worker is injected (``spawn``), so the rules are tested without threads or s
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from collections.abc import Callable
@@ -58,7 +59,9 @@ def in_background(call: Callable[[], Any], spawn: Spawn = spawn_daemon) -> Futur
         except BaseException as exc:  # the waiter gets every failure, the worker never dies silently
             future.set_exception(exc)
 
-    spawn(work)
+    # The worker runs in the caller's context: its log lines name the caller's application.
+    context = contextvars.copy_context()
+    spawn(lambda: context.run(work))
     return future
 
 

@@ -84,7 +84,7 @@ def parse_envelope(obj: Any) -> Envelope:
 def parse_param(event: str, param: Any) -> BaseModel | None:
     """Validate an event's ``param``: a result model, ``Progress``, ``HelloParam``... or None.
 
-    Under a result event, a param without ``status`` is progress (protocol.md).
+    Under a result event, a param without ``status`` is progress (docs/protocol.md, "Progress and cancellation").
     """
     if event == Event.WHATS_NEXT:
         if param not in (None, {}):

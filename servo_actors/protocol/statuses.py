@@ -1,6 +1,6 @@
 """Status and reason words of a result, made valid whatever a connector or the optimizer said.
 
-A result's ``status`` is one of ``SERVO_STATUSES`` and its ``reason`` one word (protocol.md). Both
+A result's ``status`` is one of ``SERVO_STATUSES`` and its ``reason`` one word (docs/protocol.md, "Results"). Both
 come from text nobody checked: a connector's ``ConnectorFailure(status=..., reason=...)``, the
 optimizer's ``cancel`` reason. The servo must still post a valid result, so the words are
 normalised here, and what was said is kept for people in the message.

@@ -29,10 +29,12 @@ it; the command in flight is answered ``failed`` (reason ``supervisor-lost``) an
 fresh actor system (a microreboot) before it polls again, also in the middle of a SLEEP. More than
 ``supervisor.microreboots.max`` of them within ``period`` end the run (GOODBYE ``failure``, exit 1).
 
-The package's modules, each on the ones after it: ``loop`` (``Runner``: the serve loop, the
-dispatch of a command, a SLEEP, GOODBYE), ``operations`` (one command through the operation path,
-its progress and result posts), ``reload`` (SIGHUP), ``recovery`` (microreboots, requests awaited
-while the watchdog ticks), ``state`` (what the runner holds) and ``params`` (commands and results
+The package's modules, each on the ones after it: ``apps`` (``AppsRunner``: a servo of several
+applications, a ``Runner`` each), ``loop`` (``Runner``: the serve loop, the dispatch of a command,
+a SLEEP, GOODBYE; it holds the collaborators below), ``operations`` (``Operations``: one command
+through the operation path, its progress and result posts), ``reload`` (``Reload``: SIGHUP),
+``recovery`` (``Recovery``: microreboots, requests awaited while the watchdog ticks), ``state``
+(``RunnerState``: what the runner and its collaborators share) and ``params`` (commands and results
 as the wire has them).
 """
 
@@ -41,23 +43,23 @@ from __future__ import annotations
 from servo_actors.runner.loop import SLEEP_SLICE, Runner
 from servo_actors.runner.operations import (
     REPLY_CHECK_FIRST,
-    RunnerOperations,
+    Operations,
 )
 from servo_actors.runner.params import (
     result_param,
     telemetry,
 )
-from servo_actors.runner.recovery import TICK_INTERVAL, RunnerRecovery
-from servo_actors.runner.reload import RunnerReload
+from servo_actors.runner.recovery import TICK_INTERVAL, Recovery
+from servo_actors.runner.reload import Reload
 from servo_actors.runner.state import Observer, RunnerState
 
 __all__ = [
     "Observer",
+    "Operations",
     "REPLY_CHECK_FIRST",
+    "Recovery",
+    "Reload",
     "Runner",
-    "RunnerOperations",
-    "RunnerRecovery",
-    "RunnerReload",
     "RunnerState",
     "SLEEP_SLICE",
     "TICK_INTERVAL",

@@ -21,11 +21,12 @@ from servo_actors.protocol.commands import Command, OptimizerStatus
 from servo_actors.protocol.progress_lane import ProgressLane
 from servo_actors.protocol.writing import failure_result, progress_param
 from servo_actors.runner.params import _cancel_reason, result_param
-from servo_actors.runner.recovery import RunnerRecovery
+from servo_actors.runner.recovery import Recovery
+from servo_actors.runner.state import RunnerState
 from servo_actors.signals import StopRequested
 from servo_actors.vocabulary import OPERATION_EVENT
 
-__all__ = ["REPLY_CHECK_FIRST", "RunnerOperations", "_ProgressPosts", "_RESULT_EVENTS"]
+__all__ = ["REPLY_CHECK_FIRST", "Operations", "_ProgressPosts", "_RESULT_EVENTS"]
 
 log = logging.getLogger(__name__)
 
@@ -37,35 +38,41 @@ and a slow one costs a handful of wakeups (the operation's wait cannot be woken 
 _RESULT_EVENTS = OPERATION_EVENT
 
 
-class RunnerOperations(RunnerRecovery):
+class Operations:
     """The runner's operations: a command performed, its progress posted, its result posted."""
 
-    def _path(self) -> OperationPath[Operation]:
-        """The operation path on the current runtime (a SIGHUP reload replaces the runtime)."""
-        assert self.runtime is not None
-        return OperationPath(self.runtime, stop=self.signals.stop, stop_name=self._stop_name)
+    def __init__(self, state: RunnerState, recovery: Recovery) -> None:
+        self._state = state
+        self._recovery = recovery
 
-    def _operate(
+    def path(self) -> OperationPath[Operation]:
+        """The operation path on the current runtime (a SIGHUP reload replaces the runtime)."""
+        state = self._state
+        assert state.runtime is not None
+        return OperationPath(state.runtime, stop=state.signals.stop, stop_name=state.stop_name)
+
+    def operate(
         self, command: Command, operation: str, params: dict[str, Any], *, progress: bool = True
     ) -> None:
         """``command`` as ``operation`` through the operation path, its result (or its cancellation)
         posted: progress posts go out on the way (``_ProgressPosts``), and the optimizer's answer
         to one of them cancels the operation (``OperationPath.cancel``)."""
-        assert self.client is not None and self.runtime is not None
+        state = self._state
+        assert state.client is not None and state.runtime is not None
         event = _RESULT_EVENTS[operation]
         control: Control | None = params.get("control")
         expected = control.expected_seconds if control else 0.0
-        client = self.client
+        client = state.client
         reporter: Reporter | None = None
         if progress:
             lane = ProgressLane(lambda param: client.post_progress(event, param))
-            schedule = ProgressSchedule(time.monotonic(), expected, self.config.settings.progress_interval)
+            schedule = ProgressSchedule(time.monotonic(), expected, state.config.settings.progress_interval)
             reporter = _ProgressPosts(self, command, event, lane, schedule)
         try:
-            outcome = self._path().perform(operation, reporter=reporter, **params)
+            outcome = self.path().perform(operation, reporter=reporter, **params)
         except SupervisorLost as exc:
             # Lost between commands and not yet rebooted: this command fails; the loop heals next.
-            self._post_result(
+            self.post_result(
                 event,
                 failure_result(event, command.cmd_uid, status="failed", reason=LOST_REASON, message=str(exc)),
             )
@@ -75,16 +82,16 @@ class RunnerOperations(RunnerRecovery):
             return  # the cancellation was reported (``_ProgressPosts.cancelled``); fresh connectors answer
         described = None
         if operation == "describe" and result.ok:
-            self._described_metrics = dict(result.data.get("metrics") or {})
+            state.described_metrics = dict(result.data.get("metrics") or {})
         elif operation == "adjust" and result.ok:
-            described = self._measurement_metrics()
-        reply = self._post_result(
+            described = self.measurement_metrics()
+        reply = self.post_result(
             event, result_param(event, command, result, params.get("metrics"), described)
         )
         if reply is not None and reply.status == "cancel":
             # Abort pressed as the result went out: the command counts as cancelled; start fresh.
-            self._path().cancel()
-        self._notify(
+            self.path().cancel()
+        state.notify(
             "result",
             {
                 "cmd": command.cmd,
@@ -96,47 +103,50 @@ class RunnerOperations(RunnerRecovery):
             },
         )
 
-    def _measurement_metrics(self) -> dict[str, Any]:
+    def measurement_metrics(self) -> dict[str, Any]:
         """The metrics the connectors describe (an ADJUSTMENT's ``state.measurement``): from the
         last DESCRIBE, else from a describe now (once; its failure leaves the metrics empty)."""
-        if self._described_metrics is None:
+        state = self._state
+        if state.described_metrics is None:
             try:
-                result = self._path().result("describe")
+                result = self.path().result("describe")
             except SupervisorLost:
                 return {}
             if not result.ok:
                 log.warning("no metrics for the ADJUSTMENT's state: describe failed (%s)", result.message)
                 return {}
-            self._described_metrics = dict(result.data.get("metrics") or {})
-        return self._described_metrics
+            state.described_metrics = dict(result.data.get("metrics") or {})
+        return state.described_metrics
 
-    def _cancelled(self, command: Command, event: str, reply: OptimizerStatus) -> None:
+    def cancelled(self, command: Command, event: str, reply: OptimizerStatus) -> None:
         """The optimizer's answer to a progress post cancelled the operation and its kills are
         confirmed: tell the observer, and post ``cancelled`` if the answer was a cancel."""
-        self._notify("cancelled", {"cmd": command.cmd, "cmd_uid": command.cmd_uid, "status": reply.status})
+        self._state.notify(
+            "cancelled", {"cmd": command.cmd, "cmd_uid": command.cmd_uid, "status": reply.status}
+        )
         if reply.status == "cancel":
             reason, message = _cancel_reason(reply)
-            self._post_result(
+            self.post_result(
                 event,
                 failure_result(event, command.cmd_uid, status="cancelled", reason=reason, message=message),
             )
         # unexpected-event / invalid: the servo and optimizer lost sync; no result is owed.
         # Either way the next command is taken only by fresh connectors (the path waits for them).
 
-    def _settle(self, lane: ProgressLane) -> OptimizerStatus | None:
+    def settle(self, lane: ProgressLane) -> OptimizerStatus | None:
         """Before a result goes out, the progress post still open is answered (within the client's
         ``timeouts.connect + timeouts.read``): a ``cancel`` in that answer is the command's outcome."""
         post = lane.open_post
         if post is not None:
-            self._wait_ticking(post, heal=False)
-        if self.signals.stop.is_set():
-            raise StopRequested(self._stop_name())
+            self._recovery.wait_ticking(post, heal=False)
+        if self._state.signals.stop.is_set():
+            raise StopRequested(self._state.stop_name())
         return lane.verdict()
 
-    def _post_result(self, event: str, param: dict[str, Any]) -> OptimizerStatus | None:
-        assert self.client is not None
-        client = self.client
-        return self._await_optimizer(lambda: client.post_result(event, param), heal=False)
+    def post_result(self, event: str, param: dict[str, Any]) -> OptimizerStatus | None:
+        client = self._state.client
+        assert client is not None
+        return self._recovery.await_optimizer(lambda: client.post_result(event, param), heal=False)
 
 
 class _ProgressPosts(Reporter):
@@ -146,13 +156,13 @@ class _ProgressPosts(Reporter):
 
     def __init__(
         self,
-        runner: RunnerOperations,
+        operations: Operations,
         command: Command,
         event: str,
         lane: ProgressLane,
         schedule: ProgressSchedule,
     ) -> None:
-        self._runner, self._command, self._event = runner, command, event
+        self._operations, self._command, self._event = operations, command, event
         self._lane, self._schedule = lane, schedule
         self._reply_check = REPLY_CHECK_FIRST
 
@@ -180,7 +190,7 @@ class _ProgressPosts(Reporter):
             self._reply_check = REPLY_CHECK_FIRST
 
     def settle(self) -> OptimizerStatus | None:
-        return self._runner._settle(self._lane)
+        return self._operations.settle(self._lane)
 
     def cancelled(self, op: InFlight, verdict: OptimizerStatus) -> None:
-        self._runner._cancelled(self._command, self._event, verdict)
+        self._operations.cancelled(self._command, self._event, verdict)

@@ -17,14 +17,16 @@ from concurrent.futures import Future
 from concurrent.futures import wait as wait_for_future
 from typing import Any, TypeVar
 
+from servo_actors.actors.rules.restart_policy import RestartIntensity
 from servo_actors.actors.system_link import SupervisorLost
+from servo_actors.config import ServoConfig
 from servo_actors.errors import SupervisorError
 from servo_actors.observability import events
 from servo_actors.protocol.progress_lane import in_background
 from servo_actors.runner.state import RunnerState
 from servo_actors.signals import StopRequested
 
-__all__ = ["TICK_INTERVAL", "RunnerRecovery"]
+__all__ = ["TICK_INTERVAL", "Recovery"]
 
 log = logging.getLogger(__name__)
 
@@ -36,16 +38,25 @@ the watchdog's own bound (``supervisor.liveness``), however long the optimizer t
 _T = TypeVar("_T")
 
 
-class RunnerRecovery(RunnerState):
+class Recovery:
     """The runner's recovery: microreboots of a lost actor system, and requests to the optimizer
-    awaited while the watchdog ticks."""
+    awaited while the watchdog ticks. Holds the microreboots' intensity."""
 
-    def _connectors_started(self) -> None:
+    def __init__(self, state: RunnerState) -> None:
+        self._state = state
+        self.microreboots = _intensity(state.config)
+
+    def reset_intensity(self, config: ServoConfig) -> None:
+        """A reload changed ``supervisor.microreboots``: count afresh under the new bound."""
+        self.microreboots = _intensity(config)
+
+    def connectors_started(self) -> None:
         """The connectors answered or are known not to be up: the probes and metrics say which."""
-        assert self.runtime is not None
-        names = [spec.name for spec in self.config.connectors]
+        state = self._state
+        assert state.runtime is not None
+        names = [spec.name for spec in state.config.connectors]
         events.connectors_ready(names)
-        not_up = self.runtime.not_up_why
+        not_up = state.runtime.not_up_why
         if not_up:
             listed = "; ".join(f"{name} ({why})" for name, why in sorted(not_up.items()))
             log.warning(
@@ -53,22 +64,24 @@ class RunnerRecovery(RunnerState):
                 "command fail naming them while the supervisor keeps restarting them",
                 listed,
             )
-            events.connectors_not_up(names, self.runtime.not_up)
+            events.connectors_not_up(names, state.runtime.not_up)
 
-    def _heal(self) -> None:
+    def heal(self) -> None:
         """A lost actor system (already killed by the runtime) is replaced by a fresh one here."""
-        assert self.runtime is not None
-        self.runtime.poll()
-        lost = self.runtime.lost
-        if lost is not None and not self._recover(lost):
-            raise StopRequested(self._stop_name())
+        state = self._state
+        assert state.runtime is not None
+        state.runtime.poll()
+        lost = state.runtime.lost
+        if lost is not None and not self.recover(lost):
+            raise StopRequested(state.stop_name())
 
-    def _recover(self, lost: SupervisorLost) -> bool:
+    def recover(self, lost: SupervisorLost) -> bool:
         """Microreboots until one holds; SupervisorError past the intensity, False when stopped."""
-        assert self.runtime is not None
+        state = self._state
+        assert state.runtime is not None
         while True:
-            reboots = self.config.supervisor.microreboots
-            if self._microreboots.record(time.monotonic()):
+            reboots = state.config.supervisor.microreboots
+            if self.microreboots.record(time.monotonic()):
                 raise SupervisorError(
                     f"{lost}; more than {reboots.max} microreboots within {reboots.period:g}s "
                     "(supervisor.microreboots): giving up"
@@ -76,23 +89,23 @@ class RunnerRecovery(RunnerState):
             events.microreboot(str(lost))
             started = time.monotonic()
             try:
-                if not self.runtime.reboot(stop=self.signals.stop):
+                if not state.runtime.reboot(stop=state.signals.stop):
                     return False
             except SupervisorLost as again:
                 lost = again
                 continue
             log.info("microreboot done in %.2fs: fresh connectors answer", time.monotonic() - started)
-            self._connectors_started()
+            self.connectors_started()
             return True
 
-    def _await_optimizer(self, call: Callable[[], _T], *, heal: bool) -> _T:
+    def await_optimizer(self, call: Callable[[], _T], *, heal: bool) -> _T:
         """``call()``, a request to the optimizer, on a worker while the watchdog ticks (see
-        ``_wait_ticking``); its return value, or the exception it raised."""
+        ``wait_ticking``); its return value, or the exception it raised."""
         future = in_background(call)
-        self._wait_ticking(future, heal=heal)
+        self.wait_ticking(future, heal=heal)
         return future.result()
 
-    def _wait_ticking(self, future: Future[Any], *, heal: bool) -> None:
+    def wait_ticking(self, future: Future[Any], *, heal: bool) -> None:
         """Wait until ``future`` is done, ticking the watchdog every ``TICK_INTERVAL``.
 
         With ``heal`` (between commands) a lost actor system is replaced at once (a microreboot);
@@ -101,14 +114,20 @@ class RunnerRecovery(RunnerState):
         event). If anything ends the wait early (a stop while healing, microreboots past their
         intensity), the run is ending: the request is stopped with it, never left polling.
         """
-        assert self.runtime is not None
+        state = self._state
+        assert state.runtime is not None
         try:
             while not wait_for_future([future], timeout=TICK_INTERVAL).done:
                 if heal:
-                    self._heal()
+                    self.heal()
                 else:
-                    self.runtime.poll()
+                    state.runtime.poll()
         except BaseException:
             if not future.done():
-                self.signals.stop.set()
+                state.signals.stop.set()
             raise
+
+
+def _intensity(config: ServoConfig) -> RestartIntensity:
+    reboots = config.supervisor.microreboots
+    return RestartIntensity(reboots.max, reboots.period)

@@ -9,21 +9,25 @@ from __future__ import annotations
 import logging
 
 from servo_actors.actors import ServoRuntime
-from servo_actors.actors.rules.restart_policy import RestartIntensity
 from servo_actors.errors import ConfigError, SupervisorError
 from servo_actors.observability import events
+from servo_actors.runner.recovery import Recovery
 from servo_actors.runner.state import RunnerState
 from servo_actors.signals import StopRequested
 
-__all__ = ["RunnerReload"]
+__all__ = ["Reload"]
 
 log = logging.getLogger(__name__)
 
 
-class RunnerReload(RunnerState):
+class Reload:
     """The runner's reload of its configuration file (SIGHUP)."""
 
-    def _reload(self) -> None:
+    def __init__(self, state: RunnerState, recovery: Recovery) -> None:
+        self._state = state
+        self._recovery = recovery
+
+    def reload(self) -> None:
         """SIGHUP: load the file again; a good one replaces the connectors, a broken one is refused.
 
         The new connectors start in a second actor system beside the running one, which is stopped
@@ -34,22 +38,25 @@ class RunnerReload(RunnerState):
         both sets run, so a connector that needs an exclusive resource at startup (a fixed port)
         cannot be reloaded this way; that reload fails and says why.
         """
-        assert self.runtime is not None
+        state = self._state
+        assert state.runtime is not None
         from servo_actors.config.loading import require_optimizer
-        from servo_actors.connectors.registry import load_config
+        from servo_actors.connectors.registry import load_apps
 
-        source = self.config_path or "servo.yaml"
+        source = state.config_path or "servo.yaml"
         try:
-            new = load_config(self.config_path)
+            apps = load_apps(state.config_path)
+            # A file of several applications: this servo's own (by its ORG/APP) is the one applied.
+            new = apps.by_app(state.config.app or "") if apps.several else apps.first
             require_optimizer(new)
             runtime = ServoRuntime(new)
         except ConfigError as exc:
             log.error("configuration reload refused, keeping the running one: %s", exc)
             return
-        convention = self.config.supervisor.convention
+        convention = state.config.supervisor.convention
         if convention is not None:
             # The running actor system holds the leader's address, which agents join: a second one
-            # cannot start beside it (README, "Connectors on other hosts").
+            # cannot start beside it (docs/convention.md).
             log.error(
                 "configuration reload from %s refused, keeping the running connectors: a servo with "
                 "supervisor.convention holds %s and cannot start new connectors beside it; restart "
@@ -60,12 +67,12 @@ class RunnerReload(RunnerState):
             return
         log.info("configuration reload from %s: starting the new connectors beside the running ones", source)
         try:
-            started = runtime.start(stop=self.signals.stop)
+            started = runtime.start(stop=state.signals.stop)
         except SupervisorError as exc:
             log.error("configuration reload from %s failed, keeping the running connectors: %s", source, exc)
             return
         if not started:
-            raise StopRequested(self._stop_name())
+            raise StopRequested(state.stop_name())
         not_up = runtime.not_up_why
         if not_up:
             listed = "; ".join(f"{name} ({why})" for name, why in sorted(not_up.items()))
@@ -76,18 +83,17 @@ class RunnerReload(RunnerState):
             )
             runtime.stop()
             return
-        old, self.runtime = self.runtime, runtime
+        old, state.runtime = state.runtime, runtime
         old.stop()
         events.reloaded(spec.name for spec in new.connectors)
-        self._described_metrics = None
+        state.described_metrics = None
         log.info(
             "configuration reloaded from %s: the new connectors answer, the old ones are stopped", source
         )
-        if new.optimizer != self.config.optimizer or new.settings != self.config.settings:
-            assert self.client is not None
-            self.client.close()
-            self.client = self._new_client(new)
-        if new.supervisor.microreboots != self.config.supervisor.microreboots:
-            reboots = new.supervisor.microreboots
-            self._microreboots = RestartIntensity(reboots.max, reboots.period)
-        self.config = new
+        if new.optimizer != state.config.optimizer or new.settings != state.config.settings:
+            assert state.client is not None
+            state.client.close()
+            state.client = state.new_client(new)
+        if new.supervisor.microreboots != state.config.supervisor.microreboots:
+            self._recovery.reset_intensity(new)
+        state.config = new

@@ -1,9 +1,8 @@
-"""What the runner holds (its config, runtime, optimizer client and identity guard) and the few
-methods every part of it needs: the stop's name, the observer, a new optimizer client.
+"""What one runner holds (its config, runtime, optimizer client and identity guard), shared by the
+runner and its collaborators (``Recovery``, ``Operations``, ``Reload``), each of which holds it.
 
-``Runner`` is made of mixins, one module each (``recovery``, ``reload``, ``operations``,
-``loop``); this is their common base, apart so that each of them is typed against the same
-attributes and none imports another's module to reach them.
+A plain object with its own constructor: the collaborators read and replace its fields (a reload
+replaces the runtime, the client and the config), so each always sees the current ones.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from servo_actors.actors import ServoRuntime
-from servo_actors.actors.rules.restart_policy import RestartIntensity
+from servo_actors.actors.runtime import RootSystem
 from servo_actors.config import ServoConfig
 from servo_actors.identity import IdentityGuard
 from servo_actors.observability import events
@@ -26,7 +25,7 @@ Observer = Callable[[str, dict[str, Any]], None]
 
 
 class RunnerState:
-    """The runner's state, set up from ``config`` (see ``Runner``); the base of its mixins."""
+    """One runner's state, set up from ``config`` (see ``Runner``)."""
 
     def __init__(
         self,
@@ -35,6 +34,7 @@ class RunnerState:
         config_path: str | None = None,
         observer: Observer | None = None,
         signals: SignalWatcher | None = None,
+        root: RootSystem | None = None,
     ) -> None:
         from servo_actors.config.loading import require_optimizer
 
@@ -42,19 +42,23 @@ class RunnerState:
         self.config = config
         self.config_path = config_path
         self.signals = signals or SignalWatcher()
-        self._observer = observer
-        self._stop_reason: str | None = None
+        self.root = root
+        """With a root (a servo of several applications, ``ServoTree``): this runner is one
+        application's loop on a thread of its own, with a ``SignalWatcher.child`` of its own as
+        ``signals``. Its connectors join the root's actor system; the signals, SIGHUP and the
+        metrics endpoint are the caller's, on the main thread."""
+        self.observer = observer
+        self.stop_reason: str | None = None
         self.runtime: ServoRuntime | None = None
         self.client: OptimizerClient | None = None
         self.identity: IdentityGuard | None = None
-        reboots = config.supervisor.microreboots
-        self._microreboots = RestartIntensity(reboots.max, reboots.period)
-        self._described_metrics: dict[str, Any] | None = None
+        self.described_metrics: dict[str, Any] | None = None
+        """The metrics of the last DESCRIBE (an ADJUSTMENT's ``state.measurement``); None: ask."""
 
-    def _stop_name(self) -> str:
-        return self._stop_reason or self.signals.stop_signal or "shutdown"
+    def stop_name(self) -> str:
+        return self.stop_reason or self.signals.stop_signal or "shutdown"
 
-    def _new_client(self, config: ServoConfig) -> OptimizerClient:
+    def new_client(self, config: ServoConfig) -> OptimizerClient:
         assert config.optimizer is not None
         # Two servos of one identity livelock: the guard notices, says so and slows the polls.
         self.identity = IdentityGuard.for_config(config, previous=self.identity)
@@ -66,6 +70,6 @@ class RunnerState:
             watcher=events.AnswerRecorder(self.identity),  # the guard, and the servo's metrics
         )
 
-    def _notify(self, what: str, detail: dict[str, Any]) -> None:
-        if self._observer is not None:
-            self._observer(what, detail)
+    def notify(self, what: str, detail: dict[str, Any]) -> None:
+        if self.observer is not None:
+            self.observer(what, detail)

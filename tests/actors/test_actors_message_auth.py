@@ -1,7 +1,7 @@
 """Only the servo's own processes can talk to its actors: every frame must carry this run's HMAC.
 
 Each test attacks every listening socket of a real runtime (admin, logger, supervisor, connector
-hosts, and this process's own endpoint) the way architecture.md's measurement did: a framed
+hosts, and this process's own endpoint) the way the measurement behind docs/architecture.md's Thespian facts did: a framed
 pickle whose unpickling creates a file. A refused frame closes the connection; no file appears;
 the actor keeps serving.
 """

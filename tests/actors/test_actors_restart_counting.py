@@ -52,7 +52,7 @@ def test_each_restart_of_a_connector_hung_in_start_up_counts_once(
         )
         # Started within one startup_timeout: nobody waited for the sick connector.
         assert runtime.not_up == {"slow": "start-timeout"}
-        assert metrics.registry.get_sample_value("servo_connector_up", {"connector": "slow"}) == 0
+        assert metrics.registry.get_sample_value("servo_connector_up", {"app": "", "connector": "slow"}) == 0
         readiness = health.readiness()
         assert not readiness.ok and "slow (start-timeout)" in readiness.body["connectors"]
         kit.wait_for(lambda: len(startups.read_text().splitlines()) >= 4, timeout=HANG_SECONDS * 5)
@@ -62,12 +62,12 @@ def test_each_restart_of_a_connector_hung_in_start_up_counts_once(
         runtime.status()  # one more listing after the last restart
         forks = len(startups.read_text().splitlines())
     counted = metrics.registry.get_sample_value(
-        "servo_connector_restarts_total", {"connector": "slow", "reason": "start-timeout"}
+        "servo_connector_restarts_total", {"app": "", "connector": "slow", "reason": "start-timeout"}
     )
     assert counted == forks - 1, (counted, forks)
     assert (
         metrics.registry.get_sample_value(
-            "servo_connector_restarts_total", {"connector": "fine", "reason": "crash"}
+            "servo_connector_restarts_total", {"app": "", "connector": "fine", "reason": "crash"}
         )
         == 0
     )
@@ -75,5 +75,5 @@ def test_each_restart_of_a_connector_hung_in_start_up_counts_once(
     generations = [int(re.search(r"generation (\d+)", line).group(1)) for line in lines]
     assert len(lines) == forks - 1 and len(set(generations)) == len(generations), lines
     assert generations == sorted(generations)
-    assert metrics.registry.get_sample_value("servo_connector_up", {"connector": "slow"}) == 1
+    assert metrics.registry.get_sample_value("servo_connector_up", {"app": "", "connector": "slow"}) == 1
     assert health.readiness().body["connectors"] == "started"

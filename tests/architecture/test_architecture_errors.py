@@ -30,14 +30,10 @@ def test_every_exception_of_the_package_is_in_the_servo_error_tree() -> None:
     assert not outside, f"exceptions outside errors.ServoError's tree: {outside}"
 
 
-# Still to be joined (issue 36 reworks the runner): an entry here that no longer applies fails too.
-NOT_YET_JOINED = {"servo_actors.runner.loop.Runner"}
-
-
 def test_no_class_of_the_package_inherits_from_two_of_its_classes() -> None:
     twice = []
     for cls in package_classes():
         ours = [base for base in cls.__bases__ if base.__module__.startswith("servo_actors.")]
         if len(ours) > 1:
             twice.append(f"{cls.__module__}.{cls.__qualname__}")
-    assert set(twice) == NOT_YET_JOINED, f"classes with two project base classes: {twice}"
+    assert not twice, f"classes with two project base classes: {twice}"

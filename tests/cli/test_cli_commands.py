@@ -16,7 +16,7 @@ from servo_actors import __version__
 from servo_actors.cli import ServoGroup, cli
 from servo_actors.cli.context import color_enabled, format_table, styled
 from servo_actors.config import ServoConfig
-from servo_actors.connectors.registry import BUILTIN_CONNECTORS, effective_config, load_config
+from servo_actors.connectors.registry import BUILTIN_CONNECTORS, effective_config, load_apps
 from servo_actors.errors import (
     ConfigError,
     ConnectorError,
@@ -176,6 +176,7 @@ def test_schema_is_the_config_model_schema(run_cli) -> None:
     result = run_cli(["schema"])
     assert result.exit_code == 0
     schema = json.loads(result.stdout)
+    assert "several documents" in schema.pop("$comment")  # the multi-document form (issue 36)
     assert schema == json.loads(json.dumps(ServoConfig.model_json_schema()))
     assert set(schema["properties"]) == set(ServoConfig.model_fields)
     assert schema["additionalProperties"] is False
@@ -187,8 +188,10 @@ def test_schema_accepts_the_examples_and_their_effective_config(path: Path, run_
         "jsonschema", reason="jsonschema checks the schema; pip install jsonschema"
     )
     schema = json.loads(run_cli(["schema"]).stdout)
-    jsonschema.validate(yaml.safe_load(path.read_text()), schema)
-    jsonschema.validate(effective_config(load_config(path, env={})), schema)
+    for document in yaml.safe_load_all(path.read_text()):  # the schema is one document's
+        jsonschema.validate(document, schema)
+    for config in load_apps(path, env={}):
+        jsonschema.validate(effective_config(config), schema)
 
 
 def test_schema_rejects_what_the_loader_rejects(run_cli) -> None:

@@ -110,3 +110,15 @@ def test_a_connector_crashing_mid_measure_exits_1_naming_it(servo) -> None:
     assert result.returncode == 1
     assert "connector 'drill' crashed during measure (exit code 4)" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_measure_connector_starts_only_the_connectors_named(servo) -> None:
+    # The chaos connector would fail every measurement: left out, it is never started.
+    servo.write_config(SYNTHETIC, chaos("drill", faults={"measure": "raise"}))
+    result, payload = servo.run_json("measure", "--connector", "app")
+    assert result.returncode == 0, result.stderr
+    assert sorted(payload["connectors"]) == ["app"]
+    assert sorted(payload["data"]["metrics"]) == sorted(METRIC_UNITS)
+    unknown = servo.run("measure", "--connector", "nope")
+    assert unknown.returncode == 2
+    assert "unknown connector(s) nope (configured: app, drill)" in unknown.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from servo_actors.connectors.registry import effective_config, load_config
+from servo_actors.connectors.registry import effective_config, load_apps, load_config
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "config").glob("*.yaml"))
 
@@ -29,13 +29,15 @@ def test_example_validates(path: Path, run_cli) -> None:
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[path.name for path in EXAMPLES])
 def test_example_effective_config_loads_back_the_same(path: Path, tmp_path: Path) -> None:
-    config = load_config(path, env={})
+    apps = load_apps(path, env={})
     shown = tmp_path / "shown.yaml"
-    shown.write_text(yaml.safe_dump(effective_config(config), sort_keys=False))
-    again = load_config(shown, env={})
+    shown.write_text(yaml.safe_dump_all([effective_config(config) for config in apps], sort_keys=False))
+    again = load_apps(shown, env={})
     unmasked = {"optimizer": {"token"}, "connectors": True}
-    assert again.model_dump(exclude=unmasked) == config.model_dump(exclude=unmasked)
-    assert effective_config(again) == effective_config(config)
+    assert len(again) == len(apps)
+    for before, after in zip(apps, again, strict=True):
+        assert after.model_dump(exclude=unmasked) == before.model_dump(exclude=unmasked)
+        assert effective_config(after) == effective_config(before)
 
 
 PLANS = sorted((Path(__file__).resolve().parents[2] / "config" / "plans").glob("*.yaml"))

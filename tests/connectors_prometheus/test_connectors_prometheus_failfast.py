@@ -104,3 +104,54 @@ def test_prometheus_stopped_mid_measure_fails_the_measurement(
     # session's Prometheus scrapes the exporter in this process every second, each scrape a thread.)
     left = [t.name for t in threading.enumerate() if t not in threads_before and t.name != EXPORTER_THREAD]
     assert left == []
+
+
+def test_skip_holds_the_first_evaluation_back(prometheus, make_connector, progress) -> None:
+    skip = 1.0
+    connector = make_connector(prometheus.base_url, [LATENCY], fast_fail_period=PERIOD, fast_fail_skip=skip)
+    condition = {"metric": "latency", "threshold": 0.1, "trigger_count": 1}
+    began = time.monotonic()
+    with pytest.raises(ConnectorFailure) as caught:
+        connector.measure(["latency"], Control(duration=LONG_WINDOW, userdata=_slo(condition)), progress)
+    assert caught.value.reason == "slo-violation"
+    assert skip <= time.monotonic() - began < LONG_WINDOW / 2  # not before skip; nowhere near the end
+
+
+def test_treat_zero_as_missing_lets_a_zero_pass(prometheus, make_connector, progress) -> None:
+    zero = {"name": "idle", "unit": "", "query": "max(app_latency_seconds) * 0"}
+    condition = {"metric": "idle", "threshold": -1.0, "keep": "below", "trigger_count": 1}  # 0 breaks it
+    strict = make_connector(prometheus.base_url, [zero], fast_fail_period=PERIOD)
+    with pytest.raises(ConnectorFailure) as caught:
+        strict.measure(["idle"], Control(duration=LONG_WINDOW, userdata=_slo(condition)), progress)
+    assert caught.value.reason == "slo-violation"
+    lenient = make_connector(
+        prometheus.base_url, [zero], fast_fail_period=PERIOD, fast_fail_treat_zero_as_missing=True
+    )
+    result = lenient.measure(["idle"], Control(duration=1.0, userdata=_slo(condition)), progress)
+    assert "idle" in result["metrics"]
+
+
+def test_span_judges_each_series_mean_over_the_span_not_its_current_value(
+    prometheus, make_connector, progress
+) -> None:
+    # vector(time()) is now at an instant and, over a span of 600 s, about now - 300 on average:
+    # a threshold at now - 150 is broken by the current value and kept by the mean.
+    clock = {"name": "clock", "unit": "s", "query": "vector(time())", "step": 1}
+    condition = {"metric": "clock", "threshold": time.time() - 150, "keep": "below", "trigger_count": 1}
+    instant = make_connector(prometheus.base_url, [clock], fast_fail_period=PERIOD)
+    with pytest.raises(ConnectorFailure) as caught:
+        instant.measure([], Control(duration=LONG_WINDOW, userdata=_slo(condition)), progress)
+    assert caught.value.reason == "slo-violation"
+    spanned = make_connector(prometheus.base_url, [clock], fast_fail_period=PERIOD, fast_fail_span="10m")
+    result = spanned.measure(["clock"], Control(duration=1.0, userdata=_slo(condition)), progress)
+    assert result["metrics"]["clock"]["values"]
+
+
+def test_span_and_skip_are_checked() -> None:
+    from pydantic import ValidationError
+
+    from servo_actors.connectors.prometheus import PrometheusConfig
+
+    for bad, words in (({"fast_fail_span": 0}, "more than 0"), ({"fast_fail_skip": -1}, "not be negative")):
+        with pytest.raises(ValidationError, match=words):
+            PrometheusConfig.model_validate({"metrics": [LATENCY], **bad})

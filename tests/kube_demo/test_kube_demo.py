@@ -3,7 +3,7 @@
 
 It runs on the session's cluster (``kube_cluster``), which the demo finds running in ``--dir`` and
 so reuses and leaves up: that is checked too. The path where the demo starts its own cluster and
-brings it down is the same code with `up`/`down` around it (see the README's quick start)."""
+brings it down is the same code with `up`/`down` around it (see docs/kube-cluster.md)."""
 
 from __future__ import annotations
 

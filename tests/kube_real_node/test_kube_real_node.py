@@ -241,6 +241,14 @@ def processes_mentioning(text: str) -> list[tuple[int, str]]:
     return found
 
 
+def device_index(name: str) -> int | None:
+    """The network device's index, None when no device has that name."""
+    try:
+        return int(Path(f"/sys/class/net/{name}/ifindex").read_text())
+    except (OSError, ValueError):
+        return None
+
+
 @pytest.mark.timeout(kube_local.TEST_TIMEOUT + 300)
 @pytest.mark.parametrize("crashed", [None, "containerd"])
 def test_down_after_a_pod_ran_leaves_nothing_on_the_host(short_dir: Path, crashed: str | None) -> None:
@@ -263,6 +271,8 @@ def test_down_after_a_pod_ran_leaves_nothing_on_the_host(short_dir: Path, crashe
         assert len(containers) == 2, containers  # the sandbox and the app
         veths = os.listdir(f"/sys/class/net/{node['bridge']}/brif")
         assert veths, "no veth on the bridge"
+        # The devices by index too: another cluster on the host may take the freed name at once.
+        indexes = {name: device_index(name) for name in (node["bridge"], *veths)}
         assert processes_mentioning(str(directory))
         if crashed is not None:
             os.kill(cluster.pids()[f"{crashed}-{NODE}"], signal.SIGKILL)
@@ -273,8 +283,7 @@ def test_down_after_a_pod_ran_leaves_nothing_on_the_host(short_dir: Path, crashe
     assert not processes_mentioning(str(directory))
     mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
     assert not [m for m in mounts if m.startswith(str(directory))]
-    assert not Path(f"/sys/class/net/{node['bridge']}").exists()
-    assert not [veth for veth in veths if Path(f"/sys/class/net/{veth}").exists()]
+    assert not [name for name, index in indexes.items() if device_index(name) == index], indexes
     for hierarchy in CGROUP_V1.iterdir():
         assert not (hierarchy / node["cgroup_root"].lstrip("/")).exists(), hierarchy
     logs = Path("/var/log/containers")

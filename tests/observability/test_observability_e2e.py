@@ -232,7 +232,7 @@ def test_healthz_is_503_while_the_supervisor_is_stopped_and_200_again_after(serv
     kit.wait_until(lambda: ok(kit.probe(address, "/readyz")), PROBE_WAIT, 0.1, what="ready again")
     assert ok(kit.probe(address, "/healthz"))
     assert (
-        'servo_connector_restarts_total{connector="app",reason="microreboot"} 1.0'
+        'servo_connector_restarts_total{app="example.com/web",connector="app",reason="microreboot"} 1.0'
         in kit.probe(address, "/metrics").text
     )
     proc.signal(signal.SIGTERM)
@@ -271,9 +271,9 @@ def test_a_connector_marked_failed_is_scraped_and_named_while_the_servo_goes_on(
     )
     proc = servo(config)
     for line in (
-        'servo_restart_intensity_escalations_total{connector="crasher"} 1.0',
-        'servo_connector_up{connector="crasher"} 0.0',
-        'servo_connector_up{connector="fine"} 1.0',
+        'servo_restart_intensity_escalations_total{app="example.com/web",connector="crasher"} 1.0',
+        'servo_connector_up{app="example.com/web",connector="crasher"} 0.0',
+        'servo_connector_up{app="example.com/web",connector="fine"} 1.0',
     ):
         kit.wait_until(
             lambda line=line: line in (text(kit.probe_or_none(address, "/metrics"))),
@@ -336,7 +336,7 @@ def text(response: Any) -> str:
 
 def microreboots(kit: Any, address: str) -> float:
     for line in kit.probe(address, "/metrics").text.splitlines():
-        if line.startswith("servo_microreboots_total "):
+        if line.startswith("servo_microreboots_total{"):
             return float(line.split()[1])
     return 0.0
 

@@ -1,5 +1,5 @@
 """The alerting rules (deploy/prometheus) pass promtool, use only metrics the servo exports, and the
-README's "Monitoring" section shows the same rules and every metric name."""
+docs/observability.md shows the same rules and every metric name."""
 
 from __future__ import annotations
 
@@ -43,9 +43,8 @@ def rules() -> list[dict]:
     return [rule for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"]]
 
 
-def monitoring_section() -> str:
-    readme = (ROOT / "README.md").read_text()
-    return readme[readme.index("## Monitoring") : readme.index("\n## ", readme.index("## Monitoring") + 3)]
+def observability_page() -> str:
+    return (ROOT / "docs" / "observability.md").read_text()
 
 
 @pytest.mark.parametrize("command", [["check", "rules", str(RULES)], ["test", "rules", str(RULES_TEST)]])
@@ -69,8 +68,8 @@ def test_the_rules_name_only_metrics_the_servo_exports() -> None:
         assert used and used <= names, (rule["alert"], used - names)
 
 
-def test_the_readme_shows_the_scrape_config_the_rules_and_every_metric() -> None:
-    section = monitoring_section()
+def test_the_observability_page_shows_the_scrape_config_the_rules_and_every_metric() -> None:
+    section = observability_page()
     assert "scrape_configs:" in section and "job_name: servo" in section
     for rule in rules():
         assert f"alert: {rule['alert']}" in section

@@ -45,7 +45,7 @@ FAMILIES = {
     "servo_ready",
     "servo_build_info",
 }
-"""Every family the servo exports (README "Monitoring" lists the same), as the parser names them."""
+"""Every family the servo exports (docs/observability.md lists the same), as the parser names them."""
 
 
 @pytest.fixture
@@ -145,11 +145,11 @@ def test_events_count_into_the_metrics(served) -> None:
     events.connector_restarted("prom", "cancel", 4, 1234)
     events.escalated("prom", "gave up")
     events.microreboot("the supervisor (pid 1) died")
-    assert value("servo_commands_received_total", {"cmd": "MEASURE"}) == 2
-    assert value("servo_command_results_total", {"cmd": "MEASURE", "status": "cancelled"}) == 1
-    assert value("servo_command_results_total", {"cmd": "ADJUST", "status": "ok"}) == 1
+    assert value("servo_commands_received_total", {"app": "", "cmd": "MEASURE"}) == 2
+    assert value("servo_command_results_total", {"app": "", "cmd": "MEASURE", "status": "cancelled"}) == 1
+    assert value("servo_command_results_total", {"app": "", "cmd": "ADJUST", "status": "ok"}) == 1
     assert {
-        kind: value("servo_cancels_total", {"kind": kind})
+        kind: value("servo_cancels_total", {"app": "", "kind": kind})
         for kind in ("progress", "result", "invalid", "unexpected-event")
     } == {
         "progress": 1,
@@ -157,16 +157,21 @@ def test_events_count_into_the_metrics(served) -> None:
         "invalid": 1,
         "unexpected-event": 1,
     }
-    assert value("servo_optimizer_requests_total", {"event": "WHATS_NEXT", "status": "503"}) == 1
-    assert value("servo_optimizer_requests_total", {"event": "WHATS_NEXT", "status": "timeout"}) == 1
-    assert value("servo_optimizer_requests_total", {"event": "HELLO", "status": "connection-error"}) == 1
-    assert value("servo_optimizer_retries_total", {"event": "WHATS_NEXT"}) == 2
-    assert value("servo_optimizer_backoff_seconds_total", {"event": "WHATS_NEXT"}) == 0.75
-    assert value("servo_operation_duration_seconds_count", {"operation": "measure"}) == 1
-    assert value("servo_connector_restarts_total", {"connector": "prom", "reason": "cancel"}) == 1
-    assert value("servo_restart_intensity_escalations_total", {"connector": "prom"}) == 1
-    assert value("servo_microreboots_total") == 1
-    assert abs(value("servo_last_successful_poll_timestamp_seconds") - time.time()) < 60
+    assert value("servo_optimizer_requests_total", {"app": "", "event": "WHATS_NEXT", "status": "503"}) == 1
+    assert (
+        value("servo_optimizer_requests_total", {"app": "", "event": "WHATS_NEXT", "status": "timeout"}) == 1
+    )
+    assert (
+        value("servo_optimizer_requests_total", {"app": "", "event": "HELLO", "status": "connection-error"})
+        == 1
+    )
+    assert value("servo_optimizer_retries_total", {"app": "", "event": "WHATS_NEXT"}) == 2
+    assert value("servo_optimizer_backoff_seconds_total", {"app": "", "event": "WHATS_NEXT"}) == 0.75
+    assert value("servo_operation_duration_seconds_count", {"app": "", "operation": "measure"}) == 1
+    assert value("servo_connector_restarts_total", {"app": "", "connector": "prom", "reason": "cancel"}) == 1
+    assert value("servo_restart_intensity_escalations_total", {"app": "", "connector": "prom"}) == 1
+    assert value("servo_microreboots_total", {"app": ""}) == 1
+    assert abs(value("servo_last_successful_poll_timestamp_seconds", {"app": ""}) - time.time()) < 60
     readiness = get(server, "/readyz").json()
     assert readiness["optimizer"].startswith(
         "the last request to the optimizer failed: POST HELLO: cannot connect"

@@ -4,7 +4,7 @@ Besides the DOM, the tests read what is rendered: sizes from ``getBoundingClient
 pixels of a screenshot (the settings chart's bars must differ in length as their values do).
 
 ``SERVO_CONSOLE_SCREENSHOT=docs/console.png`` makes the main test also write its screenshot of
-the whole console there: that is how the README's picture is made.
+the whole console there: that is how the picture of docs/optimizer.md is made.
 """
 
 from __future__ import annotations

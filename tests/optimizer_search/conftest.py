@@ -3,7 +3,7 @@
 ``stand_in_model`` is a small response surface of our own for the driver tests (the claim that
 the strategy beats random sampling is tested on ``servo_actors.connectors.synthetic``).
 ``ServoSimulator`` answers a driver's commands the way a servo posts results, with the wire
-shapes of protocol.md, so SearchDriver is exercised without HTTP; ``HttpServo`` does the same
+shapes of docs/protocol.md, so SearchDriver is exercised without HTTP; ``HttpServo`` does the same
 over HTTP against a running ``OptimizerServer``.
 """
 

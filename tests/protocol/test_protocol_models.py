@@ -1,4 +1,4 @@
-"""The wire models: protocol.md's examples round-trip exactly; wrong shapes name the field at fault."""
+"""The wire models: docs/protocol.md's examples round-trip exactly; wrong shapes name the field at fault."""
 
 from __future__ import annotations
 

@@ -39,7 +39,11 @@ class ServoProcess:
     """A `servo-actors run` subprocess with its own config file and log."""
 
     def __init__(
-        self, tmp_path: Path, config: dict[str, Any], marker: str, args: tuple[str, ...] = ()
+        self,
+        tmp_path: Path,
+        config: dict[str, Any] | list[dict[str, Any]],
+        marker: str,
+        args: tuple[str, ...] = (),
     ) -> None:
         self.dir = tmp_path
         self.config_path = tmp_path / "servo.yaml"
@@ -53,8 +57,10 @@ class ServoProcess:
             command, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path
         )
 
-    def write_config(self, config: dict[str, Any]) -> None:
-        self.config_path.write_text(yaml.safe_dump(config))
+    def write_config(self, config: dict[str, Any] | list[dict[str, Any]]) -> None:
+        """One document, or a list of them (a servo of several applications)."""
+        documents = config if isinstance(config, list) else [config]
+        self.config_path.write_text(yaml.safe_dump_all(documents))
 
     def signal(self, signum: int) -> None:
         self.proc.send_signal(signum)
@@ -76,7 +82,7 @@ def servo(tmp_path: Path) -> Iterator[Callable[..., ServoProcess]]:
     """``servo(config_dict, *run_args)`` starts a servo process; all of them are checked for leaks."""
     started: list[ServoProcess] = []
 
-    def start(config: dict[str, Any], *args: str) -> ServoProcess:
+    def start(config: dict[str, Any] | list[dict[str, Any]], *args: str) -> ServoProcess:
         # A second servo in one test gets its own directory: its config and log stay apart.
         directory = tmp_path / f"servo-{len(started)}" if started else tmp_path
         directory.mkdir(exist_ok=True)
@@ -135,7 +141,7 @@ def servo_config(
 
 
 def check_trace(history: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Check a recorded exchange against protocol.md; the posts for each cmd_uid, in order.
+    """Check a recorded exchange against docs/protocol.md; the posts for each cmd_uid, in order.
 
     HELLO first and GOODBYE last; every command with a cmd_uid answered by at most one result (a
     result is owed unless the optimizer answered ``unexpected-event``/``invalid`` to its progress,

@@ -1,17 +1,16 @@
-"""The README's shell blocks that run on one machine, run as written.
+"""The shell blocks of the README and the docs pages that run on one machine, run as written.
 
-Every ``sh`` block of README.md is either run here or named in ``NOT_RUN_HERE`` with the reason,
-so a new block cannot go untested unnoticed. Blocks run inside a network namespace of their own
+Every ``sh`` block of README.md and docs/**/*.md is either run here, run by another test, or named
+in ``NOT_RUN_HERE`` with the reason, so a new block cannot go untested unnoticed. Blocks run inside a network namespace of their own
 (only its loopback, up): the embedded optimizer's fixed port 8085 is free there whatever else runs
 on this machine, and nothing leaves it.
 
-- ``SCRIPT``: the block is one shell script (it starts, cancels and stops things itself), run as a
+- ``SCRIPT`` (docs/usage.md): the block is one shell script (it starts, cancels and stops things itself), run as a
   reader who followed the quick start would: in a folder with the repository's ``config`` and a
   ``.venv`` (this environment's), with no ``servo-actors`` on PATH until the block activates it.
-- ``COMMAND_LIST``: a list of commands for the reader's own ``servo.yaml``; each line runs on its
-  own in a folder whose ``servo.yaml`` is ``config/synthetic.yaml``, and ``run`` (which runs until
-  a signal) against the embedded optimizer with the shipped plan, stopped with SIGTERM once it has
-  worked.
+- ``COMMAND_LIST`` (docs/usage.md): a list of commands on ``config/synthetic.yaml``; each line
+  runs on its own from the repository's folder, and ``run`` (which runs until a signal) against
+  the embedded optimizer with the shipped plan, stopped with SIGTERM once it has worked.
 """
 
 from __future__ import annotations
@@ -31,9 +30,18 @@ import pytest
 from marked_processes import MARKER_VAR, marked_pids
 
 REPO = Path(__file__).resolve().parents[2]
-README = REPO / "README.md"
+DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("**/*.md"))]
 SCRIPT = ". .venv/bin/activate"
-COMMAND_LIST = "servo-actors -c servo.yaml validate"
+COMMAND_LIST = "servo-actors -c config/synthetic.yaml validate"
+RUN_ELSEWHERE = {
+    "PYTHONPATH=examples/connectors": "the connector guide's example: tests/docs/test_example_connector.py",
+    "servo-actors -c config/combined.yaml validate": "tests/docs/test_doc_commands.py runs every validate",
+    "servo-actors optimizer serve --plan config/plans/synthetic.yaml          #": "a synopsis of two "
+    "servers that run until a signal; SCRIPT serves the first plan, tests/docs checks both files exist",
+    "servo-actors optimizer serve --plan examples/connectors/plan.yaml": "runs until a signal, beside "
+    "a servo in another shell; tests/docs/test_example_connector.py runs that servo's connector",
+    ".venv/bin/mkdocs serve": "a web server until Ctrl-C; scripts/test builds the same site (--strict)",
+}
 NOT_RUN_HERE = {
     "python3 -m venv .venv": "installs from the package index (the network); the `servo-actors demo` "
     "it ends with is tests/runner/test_runner_demo.py",
@@ -45,6 +53,11 @@ NOT_RUN_HERE = {
     "the demo end to end",
     "scripts/kube-cluster up [--dir DIR]": "a synopsis (options in brackets); tests/kube_cluster runs "
     "each of its commands (marker kube: the cluster's binaries are built first)",
+    "scripts/interop_servox.sh": "downloads servox from PyPI (docs/interop.md)",
+    "OPSANI_OPTIMIZER=bench.test/servox": "runs servox, installed from PyPI (docs/interop.md)",
+    "INTEROP_KEEP=1 scripts/interop_servox.sh": "downloads servox from PyPI (docs/interop.md)",
+    "go -C kube/app build": "needs the Go toolchain; tests/kube_app runs the application as a process",
+    **RUN_ELSEWHERE,
 }
 BLOCK_TIMEOUT = 120.0
 """Generous bound on one block or command: the script sleeps 12 s; a hang breaks it."""
@@ -57,7 +70,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 def shell_blocks() -> list[str]:
-    return re.findall(r"^```sh\n(.*?)^```", README.read_text(), re.MULTILINE | re.DOTALL)
+    """Every ``sh`` block of the documents, list items' indented ones included (dedented)."""
+    blocks = []
+    for document in DOCUMENTS:
+        for indent, body in re.findall(r"^([ \t]*)```sh\n(.*?)^[ \t]*```", document.read_text(), re.M | re.S):
+            blocks.append("".join(line.removeprefix(indent) for line in body.splitlines(keepends=True)))
+    return blocks
 
 
 def block(first_line: str) -> str:
@@ -65,13 +83,13 @@ def block(first_line: str) -> str:
     return found
 
 
-def test_every_shell_block_of_the_readme_is_run_here_or_says_why_not() -> None:
+def test_every_shell_block_of_the_documents_is_run_here_or_says_why_not() -> None:
     blocks = shell_blocks()
     assert len(blocks) >= 2
     for text in blocks:
         first = text.strip().splitlines()[0]
         known = [SCRIPT, COMMAND_LIST, *NOT_RUN_HERE]
-        assert any(first.startswith(start) for start in known), f"a README block nobody runs: {first!r}"
+        assert any(first.startswith(start) for start in known), f"a shell block nobody runs: {first!r}"
 
 
 class Namespace:
@@ -141,7 +159,7 @@ def why_no_namespace() -> str | None:
 def namespace() -> Iterator[Namespace]:
     why = why_no_namespace()
     if why is not None:
-        pytest.skip(f"the README's blocks run in a network namespace of their own: {why}")
+        pytest.skip(f"the documents' blocks run in a network namespace of their own: {why}")
     made = Namespace()
     made.create()
     try:
@@ -156,7 +174,7 @@ def namespace() -> Iterator[Namespace]:
             except ProcessLookupError:
                 pass
         made.remove()
-        assert not left, f"processes of the README's commands survived them: {left}"
+        assert not left, f"processes of the documents' commands survived them: {left}"
 
 
 def quick_start_folder(tmp_path: Path) -> Path:
@@ -164,7 +182,7 @@ def quick_start_folder(tmp_path: Path) -> Path:
     environment's virtualenv, which has ``servo-actors``)."""
     venv = Path(sys.prefix)
     if venv == Path(sys.base_prefix) or not (venv / "bin" / "activate").exists():
-        pytest.skip(f"the README's block activates .venv: these tests do not run in a virtualenv ({venv})")
+        pytest.skip(f"docs/usage.md's block activates .venv: these tests do not run in a virtualenv ({venv})")
     folder = tmp_path / "repository"
     folder.mkdir()
     (folder / "config").symlink_to(REPO / "config")
@@ -206,18 +224,17 @@ def test_against_the_embedded_optimizer_on_one_machine_as_written(
 
 @pytest.mark.root
 def test_the_command_list_of_running_a_servo_as_written(namespace: Namespace, tmp_path: Path) -> None:
-    shutil.copy(REPO / "config" / "synthetic.yaml", tmp_path / "servo.yaml")
     commands = [line.split("#", 1)[0].strip() for line in block(COMMAND_LIST).strip().splitlines()]
-    assert commands[-1] == "servo-actors -c servo.yaml run"
+    assert commands[-1] == "servo-actors -c config/synthetic.yaml run"
     for command in commands[:-1]:
-        done = namespace.run(command, tmp_path)
+        done = namespace.run(command, REPO)
         assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
         assert "Traceback" not in done.stderr
     plan = REPO / "config" / "plans" / "synthetic.yaml"
     optimizer = namespace.start(
         f"servo-actors optimizer serve --plan {plan}", tmp_path, tmp_path / "optimizer.log"
     )
-    servo = namespace.start(commands[-1], tmp_path, tmp_path / "servo.log")
+    servo = namespace.start(commands[-1], REPO, tmp_path / "servo.log")
     try:
         deadline = time.monotonic() + POLLING_BOUND
         while "command MEASURE" not in (tmp_path / "servo.log").read_text():

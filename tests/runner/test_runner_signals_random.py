@@ -3,7 +3,7 @@
 Every long-running command (``optimizer serve``, ``run``, ``agent``, ``demo``) is started many
 times and sent SIGINT or SIGTERM at a moment drawn from 0 to 2 s after it started: in its imports,
 while its actor system forks, in the middle of a print, of HELLO, of a MEASURE. Each must end,
-within a bound only a hang breaks, with the exit code the README documents (0 for ``run``,
+within a bound only a hang breaks, with the exit code docs/usage.md documents (0 for ``run``,
 ``optimizer serve`` and ``agent``; 128 + the signal for ``demo``), no traceback, and no process of
 it left. The handler only records the signal (signals.py), so a library frame that catches
 exceptions can no longer swallow a stop, as it did in 1 of 10 early SIGINTs to ``optimizer serve``.
@@ -112,7 +112,7 @@ def plan_trials(rng: random.Random) -> list[Trial]:
 
 
 def expected_code(command: str, signum: int) -> int:
-    """README, "Commands": run, serve and agent end 0 on SIGTERM/SIGINT; the demo, 128 + signal."""
+    """docs/usage.md, "Commands": run, serve and agent end 0 on SIGTERM/SIGINT; the demo, 128 + signal."""
     return 128 + signum if command == "demo" else 0
 
 

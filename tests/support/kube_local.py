@@ -15,7 +15,8 @@ the last lines of every component's log are printed in its teardown.
 Without the Go toolchain the ``kube`` tests are not run (one line says why), except under
 ``CI=true`` where that is a failure: see ``go_missing`` and tests/conftest.py. This is a real
 control plane: real API server, controllers and scheduler; kwok plays the kubelets of the simulated
-nodes (see README, "The local cluster", for what it does not simulate), and the session cluster has one
+nodes (see docs/kube-cluster.md,
+"What kwok does not simulate"), and the session cluster has one
 real node beside them (kubelet, containerd, runc: tests/kube_real_node), tainted so that only pods that
 ask for it (nodeSelector servo-actors.io/node=real and the toleration) run there.
 """

@@ -288,8 +288,9 @@ def sweep(started: Iterable[int] | None) -> list[int]:
             continue
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(child, os.WNOHANG)
+    me = os.getpid()
     for kind, directory, pid in cgroups.host_dirs(os.getsid(0)):
-        if live(pid):
+        if live(pid) or _anothers_live_host(pid, me):
             continue
         members = cgroups.members(directory)
         if members:
@@ -298,6 +299,13 @@ def sweep(started: Iterable[int] | None) -> list[int]:
         else:
             cgroups.remove(directory)
     return killed
+
+
+def _anothers_live_host(pid: int, me: int) -> bool:
+    """Whether ``pid`` is a live host another supervisor of this session started (a servo of
+    several applications has a supervisor each in one session): its cgroup is not ours to judge."""
+    stat = processes.proc_stat(pid)
+    return stat is not None and stat.alive and stat.ppid != me
 
 
 def sweep_until_clean(started: Iterable[int] | None, timeout: float = DRAIN_TIMEOUT) -> list[int]:

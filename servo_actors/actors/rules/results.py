@@ -23,7 +23,7 @@ NOT_INVOLVED = "not-involved"
 # aggregate takes the worst of its parts); and NOT_UP_REASONS, the reasons of the part of a
 # connector that is not up: its start passed ``startup_timeout`` (START_TIMEOUT); it raised or
 # exited while starting, or kept crashing (CRASH_LOOP); no host can take it (HOST_UNAVAILABLE). An operation with such a part is ``failed``
-# and still carries what the connectors that are up produced (README, "Partial results"); an
+# and still carries what the connectors that are up produced (docs/recovery.md, "A connector that cannot start"); an
 # ADJUST none of whose components belongs to it leaves that part out.
 
 

@@ -1,6 +1,6 @@
 """The Thespian actor system of one servo: start it on its own loopback port, and kill all of it.
 
-Thespian facts this module works around (architecture.md, measured with 4.0.1):
+Thespian facts this module works around (docs/architecture.md, measured with 4.0.1):
 
 - Every socket binds ``0.0.0.0`` whatever ``THESPIAN_BASE_IPADDR`` says, and accepts pickled
   messages without authentication. ``_patch_thespian`` makes a wildcard listen bind bind
@@ -36,6 +36,7 @@ import contextlib
 import gc
 import logging
 import os
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -84,6 +85,10 @@ _listen_host = LOOPBACK
 """The address every socket of the actor systems this process starts binds (inherited by fork)."""
 
 _started_sessions: list[int] = []
+_start_lock = threading.Lock()
+"""Held while an actor system starts or an endpoint joins one: both read and set process-wide state
+(Thespian's address and log file in the environment, the message key), and a start finds its admin
+among this process's new sessions, which a start on another thread would confuse."""
 
 _log = logging.getLogger(__name__)
 _patched = False
@@ -183,6 +188,17 @@ class ActorSystemHandle:
         self.session_id: int | None = None
         self._asys: Any = None
         self._lifeline: lifeline.Lifeline | None = None
+        self._owner: ActorSystemHandle | None = None
+
+    @classmethod
+    def joining(cls, owner: ActorSystemHandle) -> ActorSystemHandle:
+        """Another endpoint of ``owner``'s system, for one application of a servo of several:
+        ``start`` connects it to the running admin (no process is started), ``listen`` hears only
+        what is sent to this endpoint (the answers of the actors it told), and ``kill`` closes it
+        and nothing else: the system stays ``owner``'s. Each endpoint is used by one thread."""
+        handle = cls(owner.run_dir)
+        handle._owner = owner
+        return handle
 
     @property
     def running(self) -> bool:
@@ -193,7 +209,32 @@ class ActorSystemHandle:
         return self.run_dir / THESPIAN_LOG_NAME
 
     def start(self) -> None:
-        """Start the admin (forked from this process) on a fresh loopback port, or on ``listen``."""
+        """Start the admin (forked from this process) on a fresh loopback port, or on ``listen``;
+        for an endpoint ``joining`` another system, connect to its admin instead."""
+        with _start_lock:
+            if self._owner is not None:
+                self._join(self._owner)
+            else:
+                self._start()
+
+    def _join(self, owner: ActorSystemHandle) -> None:
+        from thespian.actors import ActorSystem
+
+        port = owner.admin_port
+        if (
+            not owner.running
+            or port is None
+            or not port_is_taken(LOOPBACK if owner.endpoint is None else owner.endpoint.host, port)
+        ):
+            # Thespian would start a new admin here, forked from this thread: never.
+            raise SupervisorError("the servo's actor system is not running: no application can join it")
+        try:
+            self._asys = ActorSystem("multiprocTCPBase", {"Admin Port": port}, transientUnique=True)
+        except Exception as exc:  # Thespian raises several unrelated types here
+            raise SupervisorError(f"cannot join the actor system on port {port}: {exc}") from None
+        self.admin_port, self.session_id = port, owner.session_id
+
+    def _start(self) -> None:
         global _listen_host
         if self._key is not None:
             message_auth.install_key(self._key)
@@ -294,6 +335,11 @@ class ActorSystemHandle:
     def kill(self, timeout: float = KILL_TIMEOUT) -> list[int]:
         """SIGKILL every process of the system and release this side's socket; survivors returned."""
         survivors: list[int] = []
+        if self._owner is not None:  # an endpoint of another's system: only it is closed
+            if self._asys is not None:
+                self._close_external(self._asys)
+                self._asys = None
+            return survivors
         if self._lifeline is not None:
             # Every process of the system now sees end-of-file and kills itself and its session.
             self._lifeline.cut()

@@ -32,11 +32,11 @@ What each command receives (environment; values are never pasted into the comman
 
 What each command prints on stdout (log to stderr; stderr is only read to explain a failure):
 
-- describe: ``{"components": {...}, "metrics": {...}}``, the two parts exactly as protocol.md's
+- describe: ``{"components": {...}, "metrics": {...}}``, the two parts exactly as docs/protocol.md's
   ``descriptor.application.components`` and ``descriptor.measurement.metrics``, e.g.
   ``{"components": {"web": {"settings": {"replicas": {"type": "range", "min": 1, "max": 4,
   "step": 1, "value": 2}}}}, "metrics": {"p99_latency": {"unit": "ms"}}}``;
-- measure: ``{"metrics": {...}, "annotations": {...}}`` with protocol.md's metric shapes (a
+- measure: ``{"metrics": {...}, "annotations": {...}}`` with docs/protocol.md's metric shapes (a
   single reading ``{"unit": "ms", "value": 12.5}`` or time series ``{"unit": "ms", "values":
   [{"id": "...", "data": [[epoch_seconds, value], ...]}]}``; a missing unit is taken from
   describe), or the simple form ``{"p99_latency": 12.5, "throughput": 300}``, which becomes

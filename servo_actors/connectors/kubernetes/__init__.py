@@ -1,4 +1,4 @@
-"""The ``kubernetes`` connector (see ``connector.py`` and the README, "The kubernetes connector")."""
+"""The ``kubernetes`` connector (see ``connector.py`` and docs/connectors/kubernetes.md)."""
 
 from servo_actors.connectors.kubernetes.connector import KubernetesConnector
 

@@ -1,7 +1,8 @@
 """A small Kubernetes API client over ``requests``: objects as dicts, every call bounded in time.
 
 The connector needs a handful of calls (get, list, strategic-merge patch, watch, one create, the
-version), so this is a thin layer rather than a generated client: see the README for why.
+version), so this is a thin layer rather than a generated client: see docs/connectors/kubernetes.md,
+"Why a client of its own".
 
     client = KubeClient(resolve_access(None, None), request_timeout=10)
     deployment = client.get(deployment_path("default", "web"))

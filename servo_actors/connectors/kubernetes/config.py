@@ -1,4 +1,4 @@
-"""The ``kubernetes`` connector's ``config`` section (see the README, "The kubernetes connector").
+"""The ``kubernetes`` connector's ``config`` section (see docs/connectors/kubernetes.md).
 
 CPU is written as Kubernetes quantities or cores (``250m``, ``0.25``, ``4``) and held in cores;
 memory as quantities (``256Mi``, ``4Gi``; a bare number is bytes) and held in GiB. Both are shown

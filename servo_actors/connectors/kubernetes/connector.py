@@ -1,7 +1,7 @@
 """The ``kubernetes`` connector: CPU, memory, env and replicas of Deployments and StatefulSets, and HPA bounds.
 
 Every operation reads the cluster afresh (nothing is kept between commands), so a connector
-started after a cancel sees the cluster as it is. See the README, "The kubernetes connector".
+started after a cancel sees the cluster as it is. See docs/connectors/kubernetes.md.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ PATCHED, ROLLED_OUT = 5.0, 90.0
 
 
 class KubernetesConnector(Connector):
-    """Optimizes Deployments and StatefulSets (see the module docstring and the README)."""
+    """Optimizes Deployments and StatefulSets (see the module docstring and docs/connectors/kubernetes.md)."""
 
     config_model: ClassVar[type[BaseModel]] = KubernetesConfig
     config: KubernetesConfig

@@ -17,9 +17,19 @@ metric, concurrently, and returns every series of each metric under its own id::
 
 While the window runs, the service-level conditions the optimizer sends in
 ``control.userdata["slo"]["conditions"]`` (``{metric, threshold, keep, trigger_count}``) are
-evaluated every ``fast_fail_period`` with instant queries; a condition that fails
-``trigger_count`` evaluations in a row ends the measurement at once as
+evaluated every ``fast_fail_period``: the value of a metric is the worst of its series, each
+read as its current value (an instant query) or, with ``fast_fail_span``, as its mean over that
+much time before the evaluation (a range query). ``fast_fail_skip`` holds the first evaluation
+back (counted from the window's beginning), and ``fast_fail_treat_zero_as_missing`` counts a 0 as no
+data. A condition that fails ``trigger_count`` evaluations in a row ends the measurement at once as
 ``aborted``/``slo-violation``, so a bad configuration is not endured for the whole window.
+
+servox's ``fast_fail`` had the same knobs (``period``, ``span``, ``skip``,
+``treat_zero_as_missing``) with two differences: its span defaulted to the period (here: the
+current value), and it evaluated during the warmup and counted ``skip`` from the warmup's start.
+The warmup is the time whose readings are discarded, so judging the SLOs on it was a defect;
+here the warmup is never evaluated. servox also averaged the series of a metric together, so one
+bad pod among good ones never tripped a condition; here the worst series counts.
 
 The package's modules: ``config`` (``PrometheusConfig``, ``PrometheusMetric``), ``slo`` (the
 fast-fail conditions), ``series`` (results in wire shape), ``http`` (the only users of

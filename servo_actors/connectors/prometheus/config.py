@@ -58,6 +58,15 @@ class PrometheusConfig(_Strict):
     timeout: Duration = 10.0
     retries: int = Field(1, ge=0, le=10)
     fast_fail_period: Duration = 5.0
+    """How often the optimizer's SLO conditions are evaluated during the measurement window."""
+    fast_fail_span: Duration | None = None
+    """null: an evaluation reads each series' current value (an instant query); a duration: the
+    mean of each series over that much time before the evaluation (a range query at the metric's step)."""
+    fast_fail_skip: Duration = 0.0
+    """No evaluation until this long after the measurement window began (the warmup never is)."""
+    fast_fail_treat_zero_as_missing: bool = False
+    """A value of exactly 0 counts as no data (not a violation; it breaks a streak), for metrics
+    that read 0 when nothing was measured."""
     metrics: list[PrometheusMetric] = Field(min_length=1)
 
     @field_validator("base_url")
@@ -79,6 +88,20 @@ class PrometheusConfig(_Strict):
     def _period_not_tiny(cls, value: float) -> float:
         if value < MIN_FAST_FAIL_PERIOD:
             raise ValueError(f"fast_fail_period must be at least {format_duration(MIN_FAST_FAIL_PERIOD)}")
+        return value
+
+    @field_validator("fast_fail_span")
+    @classmethod
+    def _span_positive(cls, value: float | None) -> float | None:
+        if value is not None and value <= 0:
+            raise ValueError("fast_fail_span must be more than 0 (or null for the current value)")
+        return value
+
+    @field_validator("fast_fail_skip")
+    @classmethod
+    def _skip_not_negative(cls, value: float) -> float:
+        if value < 0:
+            raise ValueError("fast_fail_skip must not be negative")
         return value
 
     @field_validator("metrics")

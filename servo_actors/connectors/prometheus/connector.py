@@ -150,7 +150,9 @@ class PrometheusConnector(Connector):
         finished = window_ends + control.delay
         total = max(finished - began, 1e-9)
         period = self.config.fast_fail_period
-        next_evaluation = window_begins + period if conditions else math.inf
+        # The first evaluation is the first one of the period's rhythm that is not skipped.
+        first = period * max(1, math.ceil(self.config.fast_fail_skip / period))
+        next_evaluation = window_begins + first if conditions else math.inf
         streaks = [(ViolationStreak(condition), metric) for condition, metric in conditions]
         next_progress = began
         while (now := time.monotonic()) < finished:
@@ -179,16 +181,32 @@ class PrometheusConnector(Connector):
                 )
 
     def _worst_value(self, condition: SloCondition, metric: PrometheusMetric) -> float | None:
-        """The instant value of ``metric`` furthest on the wrong side (max for below, min for above)."""
-        try:
-            with self.http.client() as client:
-                raw = client.custom_query(
-                    metric.query, params={"timeout": repr(self.config.timeout)}, timeout=self.config.timeout
-                )
-            values = [float(item["value"][1]) for item in raw]
-        except Exception as exc:  # as in query_range: one failure naming the query
-            raise self.http.failure(exc, f"SLO query {metric.query!r} of metric {metric.name!r}") from exc
+        """The value of ``metric`` furthest on the wrong side (max for below, min for above), over
+        its series: each series' current value, or its mean over ``fast_fail_span``. None when no
+        series has one (a 0 counts as none under ``fast_fail_treat_zero_as_missing``)."""
+        span = self.config.fast_fail_span
+        if span is not None:
+            now = time.time()
+            result = self.query_range(metric, now - span, now)
+            values = [
+                sum(points) / len(points)
+                for series in result.values
+                if (points := [float(point[1]) for point in series["data"]])
+            ]
+        else:
+            try:
+                with self.http.client() as client:
+                    raw = client.custom_query(
+                        metric.query,
+                        params={"timeout": repr(self.config.timeout)},
+                        timeout=self.config.timeout,
+                    )
+                values = [float(item["value"][1]) for item in raw]
+            except Exception as exc:  # as in query_range: one failure naming the query
+                raise self.http.failure(exc, f"SLO query {metric.query!r} of metric {metric.name!r}") from exc
         values = [v for v in values if math.isfinite(v)]
+        if self.config.fast_fail_treat_zero_as_missing:
+            values = [v for v in values if v != 0]
         if not values:
             return None
         return max(values) if condition.keep == "below" else min(values)

@@ -1,0 +1,73 @@
+"""``import-servox``: convert a servox configuration into servo-actors' servo.yaml."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import click
+
+from servo_actors.errors import ConfigError
+
+__all__ = ["import_servox_cmd"]
+
+OUTPUT_MODE = 0o600
+"""The written file may hold the optimizer's token: readable by its owner only."""
+
+
+@click.command("import-servox")
+@click.argument("servox_file", metavar="SERVOX.yaml", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write servo.yaml here (mode 0600) instead of printing it.",
+)
+@click.option("--force", is_flag=True, help="Replace the output file if it exists.")
+def import_servox_cmd(servox_file: Path, output: Path | None, force: bool) -> None:
+    """Convert a servox configuration (servo.yaml of servox 25.x) into this project's form.
+
+    Maps optimizer, settings and the kubernetes, prometheus, vegeta (as loadgen), wait,
+    kube_metrics and opsani_dev connectors. A comment ends each line whose meaning differs from
+    servox's; what has no equivalent is listed in the output's header and on stderr. Exits 2,
+    naming the servox key, when the input cannot be converted or the result does not validate.
+    """
+    from servo_actors.servox_import.document import convert_file
+    from servo_actors.servox_import.validation import check_converted
+    from servo_actors.servox_import.yaml_writer import write_yaml
+
+    conversions = convert_file(servox_file)
+    if len(conversions) > 1:
+        raise ConfigError(
+            f"{len(conversions)} documents (a multi-servo assembly): servo-actors loads one application "
+            "per servo.yaml yet; split the file into one per document and convert each",
+            source=str(servox_file),
+        )
+    (conversion,) = conversions
+    text = write_yaml(conversion)
+    check_converted(text, source=str(servox_file))
+    for item in conversion.not_converted:
+        click.echo(f"not converted: {item}", err=True)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    if output.exists() and not force:
+        raise ConfigError("exists: give --force to replace it", source=str(output))
+    _write_private(output, text)
+    click.echo(f"wrote {output} ({len(conversion.data.get('connectors', []))} connector(s))", err=True)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically, readable by its owner only."""
+    folder = path.parent if str(path.parent) else Path(".")
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.chmod(temporary, OUTPUT_MODE)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
