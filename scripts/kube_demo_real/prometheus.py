@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from servo_actors.actors.linux.processes import set_parent_death_signal
+
 READY_TIMEOUT = 60.0
 """Seconds for Prometheus to answer /-/ready (about 1-2 s)."""
 STOP_TIMEOUT = 15.0
@@ -74,6 +76,8 @@ class HostPrometheus:
                 [binary, f"--config.file={config}", f"--storage.tsdb.path={self.directory / 'data'}",
                  f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=1h"],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                # a demo killed outright (SIGKILL) takes its Prometheus with it
+                preexec_fn=lambda: set_parent_death_signal(signal.SIGTERM),
             )  # fmt: skip
         deadline = time.monotonic() + READY_TIMEOUT
         while time.monotonic() < deadline:
