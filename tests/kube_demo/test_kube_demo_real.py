@@ -23,7 +23,8 @@ from servo_actors.connectors.base import Control
 from servo_actors.connectors.kubernetes.units import format_memory
 from servo_actors.connectors.loadgen import LoadgenConnector
 
-pytestmark = [pytest.mark.kube, pytest.mark.slow]
+# quiet: its p99 readings are the point; scripts/test runs it alone, not beside the other tests.
+pytestmark = [pytest.mark.kube, pytest.mark.slow, pytest.mark.quiet]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SCRIPT = ROOT / "scripts" / "kube-demo"
