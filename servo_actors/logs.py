@@ -136,9 +136,17 @@ def forget_secrets() -> None:
         _longest_first = ()
 
 
-def redact(text: str) -> str:
-    """``text`` with every registered secret and every Bearer/X-SF-Token value masked."""
-    for secret in _longest_first:  # one tuple, replaced whole under the lock: no lock to read it
+def redact(text: str, *also: str | None) -> str:
+    """``text`` with every registered secret, every secret in ``also`` (any length: a server may
+    echo the token it was sent) and every Bearer/X-SF-Token value masked.
+
+    >>> redact("echoed: abc", "abc")
+    'echoed: **********'
+    """
+    secrets = _longest_first  # one tuple, replaced whole under the lock: no lock to read it
+    if any(also):
+        secrets = tuple(sorted({*secrets, *(s for s in also if s)}, key=len, reverse=True))
+    for secret in secrets:
         text = text.replace(secret, MASK)
     lowered = text.lower()
     if "bearer" not in lowered and "x-sf-token" not in lowered:

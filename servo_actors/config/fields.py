@@ -22,7 +22,7 @@ __all__ = [
     "split_optimizer_id",
     "_DURATION_PATTERN",
     "_NUMBER",
-    "_Strict",
+    "StrictModel",
     "_positive",
 ]
 
@@ -55,7 +55,11 @@ CAPABILITY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 """A capability's name, as ``servo-actors agent --capability NAME[=VALUE]`` offers it."""
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
+    """The one base of the models that read the project's inputs (servo.yaml, plans, connector
+    configs): an unknown key is an error, defaults are validated too, and a field's docstring is
+    its description in the JSON schema. A model adds to this config, never replaces it."""
+
     model_config = ConfigDict(extra="forbid", validate_default=True, use_attribute_docstrings=True)
 
 

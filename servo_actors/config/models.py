@@ -23,7 +23,7 @@ from servo_actors.config.fields import (
 )
 from servo_actors.config.fields import (
     Duration,
-    _Strict,
+    StrictModel,
 )
 from servo_actors.config.fields import (
     _positive as _positive,
@@ -38,7 +38,7 @@ from servo_actors.config.supervisor_section import (
 __all__ = ["ConnectorSpec", "ServoConfig"]
 
 
-class ConnectorSpec(_Strict):
+class ConnectorSpec(StrictModel):
     """One connector: a child of the supervisor, in its own process."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -55,7 +55,7 @@ class ConnectorSpec(_Strict):
     """Run on a member system offering a capability (needs supervisor.convention); absent: here."""
 
 
-class ServoConfig(_Strict):
+class ServoConfig(StrictModel):
     """servo.yaml."""
 
     optimizer: OptimizerConfig | None = None

@@ -11,8 +11,8 @@ from pydantic import PrivateAttr, SecretStr, field_validator, model_validator
 from servo_actors.config.fields import (
     DEFAULT_BASE_URL,
     Duration,
+    StrictModel,
     _positive,
-    _Strict,
     split_optimizer_id,
 )
 from servo_actors.config.listen import format_listen, parse_listen
@@ -20,7 +20,7 @@ from servo_actors.config.listen import format_listen, parse_listen
 __all__ = ["Backoff", "MetricsConfig", "OptimizerConfig", "Settings", "Timeouts"]
 
 
-class OptimizerConfig(_Strict):
+class OptimizerConfig(StrictModel):
     """Which optimizer to talk to and how to authenticate (docs/protocol.md, "Endpoint and authentication"). Env ``OPSANI_*`` override it."""
 
     id: str
@@ -89,7 +89,7 @@ class OptimizerConfig(_Strict):
         return f"{self.base_url}/accounts/{self.organization}/applications/{self.app_name}/servo"
 
 
-class Timeouts(_Strict):
+class Timeouts(StrictModel):
     """HTTP timeouts for every request to the optimizer."""
 
     connect: Duration = 5.0
@@ -100,7 +100,7 @@ class Timeouts(_Strict):
     _timeouts_positive = field_validator("connect", "read")(_positive)
 
 
-class Backoff(_Strict):
+class Backoff(StrictModel):
     """Retries of optimizer requests: exponential from min, doubling, with jitter, capped at max."""
 
     min: Duration = 1.0
@@ -119,7 +119,7 @@ class Backoff(_Strict):
         return self
 
 
-class MetricsConfig(_Strict):
+class MetricsConfig(StrictModel):
     """The servo's own Prometheus metrics and health endpoints; nothing listens unless ``listen`` is set."""
 
     listen: str | None = None
@@ -144,7 +144,7 @@ class MetricsConfig(_Strict):
         return format_listen(*parse_listen(value))
 
 
-class Settings(_Strict):
+class Settings(StrictModel):
     """How the servo talks to the optimizer."""
 
     progress_interval: Duration = 5.0

@@ -13,8 +13,8 @@ from servo_actors.config.fields import (
     DEFAULT_MAX_RESULT_BYTES,
     DescendantTracking,
     Duration,
+    StrictModel,
     _positive,
-    _Strict,
 )
 from servo_actors.endpoints import parse_endpoint
 
@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 
-class RestartBackoff(_Strict):
+class RestartBackoff(StrictModel):
     """Delay before restarting a crash-looping connector: exponential with jitter."""
 
     min: Duration = defaults.BACKOFF_MIN
@@ -46,7 +46,7 @@ class RestartBackoff(_Strict):
         return self
 
 
-class Liveness(_Strict):
+class Liveness(StrictModel):
     """How the servo watches its own actor system (the supervisor, Thespian's admin and logger)."""
 
     interval: Duration = defaults.LIVENESS_INTERVAL
@@ -64,7 +64,7 @@ class Liveness(_Strict):
     _positive = field_validator("interval", "idle_interval", "timeout")(_positive)
 
 
-class Microreboots(_Strict):
+class Microreboots(StrictModel):
     """Restart intensity of the servo's own actor system: at most ``max`` microreboots within
     ``period``, else the run ends (GOODBYE failure, exit 1)."""
 
@@ -76,7 +76,7 @@ class Microreboots(_Strict):
     _period_positive = field_validator("period")(_positive)
 
 
-class Heartbeat(_Strict):
+class Heartbeat(StrictModel):
     """How the servo and its member systems watch each other (both ways)."""
 
     interval: Duration = 1.0
@@ -94,7 +94,7 @@ class Heartbeat(_Strict):
         return self
 
 
-class ConventionConfig(_Strict):
+class ConventionConfig(StrictModel):
     """Makes the servo's actor system the leader of a Thespian convention that member systems
     (``servo-actors agent``) join; connectors with a placement run on them."""
 
@@ -122,7 +122,7 @@ class ConventionConfig(_Strict):
         return value
 
 
-class PlacementConfig(_Strict):
+class PlacementConfig(StrictModel):
     """Where a connector runs: on a member system offering this capability."""
 
     capability: str = Field(pattern=CAPABILITY_PATTERN)
@@ -131,7 +131,7 @@ class PlacementConfig(_Strict):
     """If set, the member must offer the capability with exactly this value (``NAME=VALUE``)."""
 
 
-class SupervisorConfig(_Strict):
+class SupervisorConfig(StrictModel):
     """Supervision of the connector processes (OTP-style; docs/recovery.md)."""
 
     # Each default is written once, in config/defaults.py (actors/messages.py uses them too).

@@ -33,7 +33,6 @@ from typing import Annotated, Any
 
 import yaml
 from pydantic import (
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -43,7 +42,7 @@ from pydantic import (
     model_validator,
 )
 
-from servo_actors.config.fields import Duration, split_optimizer_id
+from servo_actors.config.fields import Duration, StrictModel, split_optimizer_id
 from servo_actors.config.problems import config_error, problems_from_validation
 from servo_actors.errors import ConfigError
 
@@ -128,20 +127,20 @@ def _metric_name(value: str) -> str:
 ConstraintField = Annotated[Constraint, BeforeValidator(parse_constraint)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True)
-
-
-class MeasureSpec(_Strict):
+class MeasureSpec(StrictModel):
     """The control of every MEASURE the plan sends (seconds)."""
+
+    model_config = ConfigDict(frozen=True)
 
     duration: Duration = 30.0
     warmup: Duration = 0.0
     delay: Duration = 0.0
 
 
-class Objective(_Strict):
+class Objective(StrictModel):
     """Exactly one of ``minimize`` / ``maximize``, plus constraints every good step must meet."""
+
+    model_config = ConfigDict(frozen=True)
 
     minimize: str | None = None
     maximize: str | None = None
@@ -167,14 +166,16 @@ class Objective(_Strict):
         return "minimize" if self.minimize is not None else "maximize"
 
 
-class SearchOptions(_Strict):
+class SearchOptions(StrictModel):
     """Tuning of the search strategy (strategy.py)."""
+
+    model_config = ConfigDict(frozen=True)
 
     # Random samples, the baseline included, before the local search starts.
     initial_samples: int = Field(4, ge=1, le=1000)
 
 
-class ConfirmSpec(_Strict):
+class ConfirmSpec(StrictModel):
     """How the best step is confirmed before it is recommended (confirm.py).
 
     After the search steps, the best-looking settings are measured ``repeats`` more times; they
@@ -185,13 +186,17 @@ class ConfirmSpec(_Strict):
     ``cancels`` confirmation steps were cancelled in all (then confirmation stops, and says so).
     """
 
+    model_config = ConfigDict(frozen=True)
+
     repeats: int = Field(2, ge=0, le=100)
     sigmas: float = Field(2.0, ge=0.0, le=10.0)
     candidates: int = Field(3, ge=1, le=100)
     cancels: int = Field(10, ge=0, le=1000)
 
 
-class Plan(_Strict):
+class Plan(StrictModel):
+    model_config = ConfigDict(frozen=True)
+
     app: str
     token: SecretStr | None = None
     measure: MeasureSpec = MeasureSpec()

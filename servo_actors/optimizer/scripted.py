@@ -49,7 +49,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     SecretStr,
@@ -58,7 +57,7 @@ from pydantic import (
     model_validator,
 )
 
-from servo_actors.config.fields import Duration, split_optimizer_id
+from servo_actors.config.fields import Duration, StrictModel, split_optimizer_id
 from servo_actors.errors import ConfigError, ProtocolError
 from servo_actors.optimizer.application import Fault
 from servo_actors.protocol.commands import OptimizerStatus
@@ -105,11 +104,9 @@ def _reply(value: Any) -> dict[str, Any] | None:
     raise ValueError(f"expected a reply name or a status mapping, not {value!r}")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+class _FaultSpec(StrictModel):
+    model_config = ConfigDict(populate_by_name=True)
 
-
-class _FaultSpec(_Strict):
     status: int | None = Field(None, ge=100, le=599)
     detail: str | None = None
     body: str | None = None
@@ -143,7 +140,9 @@ class _FaultSpec(_Strict):
         return Fault(stall=self.stall, status=status, body=raw, content_type=content_type)
 
 
-class _CommandSpec(_Strict):
+class _CommandSpec(StrictModel):
+    model_config = ConfigDict(populate_by_name=True)
+
     cmd: str
     param: dict[str, Any] | None = None
     progress: list[Any] = Field(default_factory=list)
@@ -163,7 +162,9 @@ class _CommandSpec(_Strict):
         return value
 
 
-class _Plan(_Strict):
+class _Plan(StrictModel):
+    model_config = ConfigDict(populate_by_name=True)
+
     app: str
     token: SecretStr | None = None
     sleep: Duration = DEFAULT_SLEEP

@@ -1,12 +1,9 @@
-"""The optimizer token: the header it goes out in, and keeping it out of every log line and error.
-
-Apart from the client so that the one place the token is read into a header, and the one place a
-reply is scrubbed of it, can be checked on their own (docs/protocol.md, "Endpoint and authentication", gives the token's three forms).
+"""The optimizer token: the header it goes out in (docs/protocol.md, "Endpoint and
+authentication", gives the token's three forms). Keeping it out of every log line and error is
+``logs.redact``'s, the one redaction: the client passes it the token.
 
 >>> auth_headers(SecretStr("X-SF-Token abc"))
 {'X-SF-Token': 'abc'}
->>> redact("echoed: abc", "abc")
-'echoed: **********'
 """
 
 from __future__ import annotations
@@ -14,9 +11,8 @@ from __future__ import annotations
 from pydantic import SecretStr
 
 from servo_actors.errors import ConfigError
-from servo_actors.logs import MASK
 
-__all__ = ["auth_headers", "redact"]
+__all__ = ["auth_headers"]
 
 
 def auth_headers(token: SecretStr | None) -> dict[str, str]:
@@ -43,9 +39,3 @@ def auth_headers(token: SecretStr | None) -> dict[str, str]:
             key="optimizer.token",
         )
     return {name: header}
-
-
-def redact(text: str, secret: str | None) -> str:
-    """``text`` with every occurrence of ``secret`` masked (unchanged when there is no secret)."""
-    # A server might echo what we sent; the token must not reach a log line through it.
-    return text.replace(secret, MASK) if secret else text

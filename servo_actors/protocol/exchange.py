@@ -24,8 +24,8 @@ import requests
 
 from servo_actors.config.optimizer_section import Settings
 from servo_actors.errors import ProtocolError
+from servo_actors.logs import redact
 from servo_actors.observability import events
-from servo_actors.protocol.auth import redact
 from servo_actors.protocol.backoff import MIN_DELAY
 from servo_actors.protocol.json_bounds import decode_reply
 from servo_actors.protocol.unreachable import UnreachableNotice, connection_problem

@@ -11,9 +11,7 @@ import re
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     PlainSerializer,
     WithJsonSchema,
@@ -21,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from servo_actors.config.fields import Duration
+from servo_actors.config.fields import Duration, StrictModel
 from servo_actors.connectors.kubernetes.units import format_cpu, format_memory, parse_cpu, parse_memory
 
 __all__ = [
@@ -77,11 +75,7 @@ def _both_targets() -> list[Target]:
     return ["request", "limit"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
-
-
-class _Bounds(_Strict):
+class _Bounds(StrictModel):
     """A range the optimizer may search: ``min <= max``, ``step > 0``."""
 
     pinned: bool = False
@@ -134,7 +128,7 @@ class EnvRange(_Bounds):
     unit: str = ""
 
 
-class EnvEnum(_Strict):
+class EnvEnum(StrictModel):
     """An environment variable taking one of ``values``."""
 
     name: str
@@ -147,7 +141,7 @@ class EnvEnum(_Strict):
 EnvSetting = Annotated[EnvRange | EnvEnum, Field(discriminator="type")]
 
 
-class ContainerConfig(_Strict):
+class ContainerConfig(StrictModel):
     """A container to optimize, with the settings it offers."""
 
     name: str
@@ -171,7 +165,7 @@ class ContainerConfig(_Strict):
         return env
 
 
-class HpaConfig(_Strict):
+class HpaConfig(StrictModel):
     """The HorizontalPodAutoscaler of a Deployment: found by ``scaleTargetRef`` unless ``name`` is given."""
 
     name: str | None = None
@@ -180,7 +174,7 @@ class HpaConfig(_Strict):
     target_cpu_utilization: CountRange | None = None
 
 
-class DeploymentConfig(_Strict):
+class DeploymentConfig(StrictModel):
     """A Deployment to optimize; ``replicas`` is not offered while an HPA targets it.
 
     ``strategy: tuning`` leaves the Deployment untouched (its settings described, pinned) and
@@ -229,7 +223,7 @@ class StatefulSetConfig(DeploymentConfig):
         return value
 
 
-class KubernetesConfig(_Strict):
+class KubernetesConfig(StrictModel):
     """The connector's ``config`` section."""
 
     kubeconfig: str | None = None

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
-from servo_actors.config.fields import Duration
+from servo_actors.config.fields import Duration, StrictModel
 from servo_actors.durations import format_duration
 
 __all__ = ["AbsentPolicy", "DEFAULT_BASE_URL", "MIN_FAST_FAIL_PERIOD", "PrometheusConfig", "PrometheusMetric"]
@@ -19,11 +19,7 @@ MIN_FAST_FAIL_PERIOD = 0.1
 AbsentPolicy = Literal["ignore", "zero", "warn", "fail"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
-
-
-class PrometheusMetric(_Strict):
+class PrometheusMetric(StrictModel):
     """One metric: a PromQL query evaluated over the window every ``step`` seconds.
 
     ``absent`` says what an empty result means: ``ignore`` (no series), ``zero`` (one series of
@@ -51,7 +47,7 @@ class PrometheusMetric(_Strict):
         return value
 
 
-class PrometheusConfig(_Strict):
+class PrometheusConfig(StrictModel):
     """The connector's ``config`` section."""
 
     base_url: str = DEFAULT_BASE_URL
