@@ -8,14 +8,13 @@ Each built-in connector type has a commented example of its ``config`` in ``init
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from importlib import resources
 from pathlib import Path
 
 import click
 
+from servo_actors.cli.output_file import write_file
 from servo_actors.errors import ConfigError, UsageError
 
 __all__ = ["init_cmd"]
@@ -98,14 +97,5 @@ def init_cmd(connectors: tuple[str, ...], output: str, force: bool) -> None:
     path = Path(output)
     if path.exists() and not force:
         raise ConfigError("exists: give --force to replace it", source=str(path))
-    folder = path.parent if str(path.parent) else Path(".")
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.chmod(temporary, OUTPUT_MODE)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_file(path, text, OUTPUT_MODE)
     click.echo(f"wrote {path}: check it with servo-actors -c {path} validate", err=True)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import click
 
+from servo_actors.cli.output_file import write_file
 from servo_actors.errors import ConfigError
 
 __all__ = ["import_servox_cmd"]
@@ -55,19 +54,5 @@ def import_servox_cmd(servox_file: Path, output: Path | None, force: bool) -> No
         return
     if output.exists() and not force:
         raise ConfigError("exists: give --force to replace it", source=str(output))
-    _write_private(output, text)
+    write_file(output, text, OUTPUT_MODE)
     click.echo(f"wrote {output} ({len(conversion.data.get('connectors', []))} connector(s))", err=True)
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically, readable by its owner only."""
-    folder = path.parent if str(path.parent) else Path(".")
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.chmod(temporary, OUTPUT_MODE)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
