@@ -34,25 +34,27 @@ def import_servox_cmd(servox_file: Path, output: Path | None, force: bool) -> No
     naming the servox key, when the input cannot be converted or the result does not validate.
     """
     from servo_actors.servox_import.document import convert_file
-    from servo_actors.servox_import.validation import check_converted
+    from servo_actors.servox_import.validation import check_applications, check_converted
     from servo_actors.servox_import.yaml_writer import write_yaml
 
     conversions = convert_file(servox_file)
-    if len(conversions) > 1:
-        raise ConfigError(
-            f"{len(conversions)} documents (a multi-servo assembly): servo-actors loads one application "
-            "per servo.yaml yet; split the file into one per document and convert each",
-            source=str(servox_file),
-        )
-    (conversion,) = conversions
-    text = write_yaml(conversion)
-    check_converted(text, source=str(servox_file))
-    for item in conversion.not_converted:
-        click.echo(f"not converted: {item}", err=True)
+    # A multi-servo assembly becomes a servo.yaml of as many documents, one application each.
+    texts = [write_yaml(conversion) for conversion in conversions]
+    for conversion, text in zip(conversions, texts, strict=True):
+        check_converted(text, source=conversion.source)
+    text = "---\n".join(texts) if len(texts) > 1 else texts[0]
+    if len(texts) > 1:
+        check_applications(text, source=str(servox_file))
+    for conversion in conversions:
+        where = f"{conversion.source}: " if len(conversions) > 1 else ""
+        for item in conversion.not_converted:
+            click.echo(f"not converted: {where}{item}", err=True)
     if output is None:
         click.echo(text, nl=False)
         return
     if output.exists() and not force:
         raise ConfigError("exists: give --force to replace it", source=str(output))
     write_file(output, text, OUTPUT_MODE)
-    click.echo(f"wrote {output} ({len(conversion.data.get('connectors', []))} connector(s))", err=True)
+    connectors = sum(len(conversion.data.get("connectors", [])) for conversion in conversions)
+    applications = f"{len(conversions)} applications, " if len(conversions) > 1 else ""
+    click.echo(f"wrote {output} ({applications}{connectors} connector(s))", err=True)

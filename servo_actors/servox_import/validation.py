@@ -7,6 +7,8 @@ conversion with every problem named, exit 2.
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -14,9 +16,10 @@ from pydantic import ValidationError
 
 from servo_actors.config import ServoConfig
 from servo_actors.config.problems import ConfigProblem, config_error, problems_from_validation
-from servo_actors.connectors.registry import connector_settings_problems
+from servo_actors.connectors.registry import connector_settings_problems, load_apps
+from servo_actors.errors import ConfigError
 
-__all__ = ["check_converted"]
+__all__ = ["check_applications", "check_converted"]
 
 RESULT = "the converted configuration"
 
@@ -38,3 +41,18 @@ def check_converted(text: str, *, source: str) -> None:
         raise type(error)(
             f"{source} converts, but {RESULT} does not validate (fix the servox value named):\n{error}",
         )
+
+
+def check_applications(text: str, *, source: str) -> None:
+    """Raise ConfigError when the converted documents of ``text`` do not load as one servo of
+    several applications (each document was checked alone already: this is what they must hold
+    together, such as an ORG/APP of their own)."""
+    with tempfile.TemporaryDirectory(prefix="servo-actors-import-") as folder:
+        path = Path(folder, "servo.yaml")
+        path.write_text(text, encoding="utf-8")
+        try:
+            load_apps(path, {}, check_connectors=True)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"{source} converts, but {RESULT}'s documents do not go together:\n{exc}"
+            ) from None

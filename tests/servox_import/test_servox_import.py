@@ -198,11 +198,28 @@ def test_what_cannot_be_converted_exits_2_naming_the_servox_key(name: str, key: 
     assert not (tmp_path / "servo.yaml").exists()
 
 
+@pytest.mark.timeout(300)
+def test_a_multi_servo_assembly_becomes_a_servo_yaml_of_as_many_applications(tmp_path: Path) -> None:
+    # README.md's multi-servo example: two documents, each its own optimizer and vegeta.
+    text, _ = convert(DATA / "schema" / "multi-servo.yaml", tmp_path)
+    documents = list(yaml.safe_load_all(text))
+    assert [d["optimizer"]["id"] for d in documents] == ["newco.com/awesome-app1", "newco.com/awesome-app2"]
+    assert [[c["type"] for c in d["connectors"]] for d in documents] == [["loadgen"], ["loadgen"]]
+    # The servo runs them as two applications: `config` shows both, one JSON object each.
+    shown = servo_actors("-c", str(tmp_path / "servo.yaml"), "config", "--format", "json", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "newco.com/awesome-app1" in shown.stdout and "newco.com/awesome-app2" in shown.stdout
+
+
 @pytest.mark.timeout(120)
-def test_several_documents_are_refused_until_servo_yaml_takes_them(tmp_path: Path) -> None:
-    result = servo_actors("import-servox", str(DATA / "schema" / "multi-servo.yaml"), cwd=tmp_path)
-    assert result.returncode == 2
-    assert "2 documents (a multi-servo assembly)" in result.stderr and result.stdout == ""
+def test_several_documents_of_one_application_are_refused_naming_them(tmp_path: Path) -> None:
+    source = (DATA / "schema" / "multi-servo.yaml").read_text(encoding="utf-8")
+    same = tmp_path / "same-app.yaml"
+    same.write_text(source.replace("awesome-app2", "awesome-app1"), encoding="utf-8")
+    result = servo_actors("import-servox", str(same), cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    assert "documents do not go together" in result.stderr and "newco.com/awesome-app1" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.timeout(120)
