@@ -10,6 +10,8 @@ import os
 import tempfile
 from pathlib import Path
 
+__all__ = ["write_file"]
+
 
 def write_file(path: Path, text: str, mode: int) -> None:
     """Write ``text`` to ``path`` atomically, with permission bits ``mode``."""

@@ -51,6 +51,8 @@ NOT_RUN_HERE = {
     "servo-actors agent --listen 10.0.0.7:1901": "two hosts (10.0.0.5 and 10.0.0.7)",
     "scripts/kube-demo --abort-every 4": "needs the local cluster (marker kube): tests/kube_demo runs "
     "the demo end to end",
+    "scripts/kube-demo --app real": "needs the local cluster's real node and a quiet machine (markers "
+    "kube, quiet): tests/kube_demo/test_kube_demo_real.py runs it with fewer steps and measures again",
     "scripts/kube-cluster up [--dir DIR]": "a synopsis (options in brackets); tests/kube_cluster runs "
     "each of its commands (marker kube: the cluster's binaries are built first)",
     "scripts/interop_servox.sh": "downloads servox from PyPI (docs/interop.md)",
