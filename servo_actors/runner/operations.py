@@ -68,10 +68,13 @@ class Operations:
             lane = ProgressLane(lambda param: client.post_progress(event, param))
             schedule = ProgressSchedule(time.monotonic(), expected, state.config.settings.progress_interval)
             reporter = _ProgressPosts(self, command, event, lane, schedule)
+        # A system lost since the last look (while the optimizer answered WHATS_NEXT) is replaced
+        # first: a command that arrives after the loss runs on fresh connectors, it does not fail.
+        self._recovery.heal()
         try:
             outcome = self.path().perform(operation, reporter=reporter, **params)
         except SupervisorLost as exc:
-            # Lost between commands and not yet rebooted: this command fails; the loop heals next.
+            # Lost in the instant since that look: this command fails; the loop heals next.
             self.post_result(
                 event,
                 failure_result(event, command.cmd_uid, status="failed", reason=LOST_REASON, message=str(exc)),
