@@ -227,7 +227,7 @@ class _AppsDemo:
                 stopping=watcher.stop,
             )
         self.runner = AppsRunner(
-            configs,
+            configs.configs,
             config_path=str(config_path),
             signals=watcher,
             observers={app: demo.observe for app, demo in self.apps.items()},

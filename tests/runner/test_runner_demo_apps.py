@@ -145,4 +145,3 @@ def test_the_number_of_applications_is_checked(tmp_path) -> None:
     for bad_value in (0, MAX_APPS + 1, True):
         with pytest.raises(DemoError, match=f"1 to {MAX_APPS} applications"):
             DemoOptions(apps=bad_value)
-
