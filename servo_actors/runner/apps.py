@@ -13,6 +13,9 @@ touched. An application whose loop ends (past its ``supervisor.microreboots``: G
 ``failure``) ends alone; the run ends on SIGTERM/SIGINT (GOODBYE from every loop) or once every
 loop has ended, with the highest exit code among them.
 
+``observers`` (by ORG/APP) are told of their application's commands and results, on its loop's
+thread (``demo --apps``); ``request_stop(app)`` ends one application's loop alone (GOODBYE).
+
 Here, on the main thread: the signals, the metrics endpoint (``settings.metrics`` of the first
 document) and SIGHUP. A SIGHUP reads the file again; a broken one is refused (logged) and nothing
 changes. Otherwise, by ORG/APP: an application added starts (its loop says HELLO); one removed
