@@ -55,16 +55,16 @@ from servo_actors.cli.context import (
     watches_stop_signals,
 )
 from servo_actors.cli.operation_output import (
-    _adjust_rows,
-    _measure_rows,
-    _payload,
-    _settings_rows,
-    _status_word,
-    _table,
+    adjust_rows,
+    json_payload,
+    measure_rows,
+    settings_rows,
+    status_word,
+    styled_table,
 )
 from servo_actors.cli.per_app import AppCommand, for_each_app
-from servo_actors.cli.progress_line import _progress_for
-from servo_actors.cli.started_connectors import _connectors
+from servo_actors.cli.progress_line import progress_line_for
+from servo_actors.cli.started_connectors import running_connectors
 from servo_actors.durations import format_duration
 from servo_actors.errors import ConnectorError, ServoError, UsageError
 
@@ -110,18 +110,20 @@ def describe_cmd(state: CliState, as_json: bool, app_names: tuple[str, ...], lim
 
 
 def _describe(config: ServoConfig) -> tuple[dict[str, Any], ServoError | None]:
-    with _connectors(config, "describe") as (runtime, path):
+    with running_connectors(config, "describe") as (runtime, path):
         result = path.result("describe")
         placement = _placement(runtime, config)
-    return _with_placement(_payload(result), placement), _failure(result)
+    return _with_placement(json_payload(result), placement), _failure(result)
 
 
 def _describe_text(payload: dict[str, Any]) -> str:
     data = payload.get("data") or {}
-    rows = _settings_rows(data.get("components") or {})
-    text = _table(["COMPONENT", "SETTING", "TYPE", "VALUE", "RANGE/VALUES", "UNIT"], rows)
+    rows = settings_rows(data.get("components") or {})
+    text = styled_table(["COMPONENT", "SETTING", "TYPE", "VALUE", "RANGE/VALUES", "UNIT"], rows)
     metrics = [[name, (info or {}).get("unit")] for name, info in (data.get("metrics") or {}).items()]
-    return text + "\n\n" + _table(["METRIC", "UNIT"], metrics) + _placement_text(payload.get("placement"))
+    return (
+        text + "\n\n" + styled_table(["METRIC", "UNIT"], metrics) + _placement_text(payload.get("placement"))
+    )
 
 
 def _placement(runtime: ServoRuntime, config: ServoConfig) -> dict[str, str] | None:
@@ -142,7 +144,9 @@ def _with_placement(payload: dict[str, Any], placement: dict[str, str] | None) -
 def _placement_text(placement: dict[str, str] | None) -> str:
     if placement is None:
         return ""
-    return "\n\n" + _table(["CONNECTOR", "RUNS ON"], [[name, where] for name, where in placement.items()])
+    return "\n\n" + styled_table(
+        ["CONNECTOR", "RUNS ON"], [[name, where] for name, where in placement.items()]
+    )
 
 
 # ----- check -------------------------------------------------------------------------------------
@@ -165,7 +169,7 @@ def check_cmd(state: CliState, as_json: bool, app_names: tuple[str, ...], limit:
 
 
 def _check(config: ServoConfig) -> tuple[dict[str, Any], ServoError | None]:
-    with _connectors(config, "check") as (runtime, path):
+    with running_connectors(config, "check") as (runtime, path):
         result = path.result("check")
         placement = _placement(runtime, config)
     checks = list(result.data.get("checks") or [])
@@ -174,7 +178,7 @@ def _check(config: ServoConfig) -> tuple[dict[str, Any], ServoError | None]:
         checks.append(identity)
     failed_checks = [c for c in checks if not c.get("success")]
     failure = _checks_failure(failed_checks, len(checks))
-    payload = _payload(result)
+    payload = json_payload(result)
     payload["data"] = {**payload["data"], "checks": checks}
     error: ServoError | None = _failure(result)
     if failure is not None:
@@ -190,16 +194,16 @@ def _check_text(payload: dict[str, Any]) -> str:
     for name, part in parts.items():
         mine = [c for c in checks if c.get("connector") == name]
         if part.get("status") != "ok" and part.get("reason") != CHECK_FAILED:
-            rows.append([name, "-", _status_word(False), part.get("message")])
+            rows.append([name, "-", status_word(False), part.get("message")])
         elif not mine:
-            rows.append([name, "-", _status_word(True), "no checks"])
-        rows += [[name, c.get("name"), _status_word(bool(c.get("success"))), c.get("message")] for c in mine]
+            rows.append([name, "-", status_word(True), "no checks"])
+        rows += [[name, c.get("name"), status_word(bool(c.get("success"))), c.get("message")] for c in mine]
     rows += [
-        [c.get("connector"), c.get("name"), _status_word(bool(c.get("success"))), c.get("message")]
+        [c.get("connector"), c.get("name"), status_word(bool(c.get("success"))), c.get("message")]
         for c in checks
         if c.get("connector") not in parts
     ]
-    table = _table(["CONNECTOR", "CHECK", "RESULT", "MESSAGE"], rows)
+    table = styled_table(["CONNECTOR", "CHECK", "RESULT", "MESSAGE"], rows)
     return table + _placement_text(payload.get("placement"))
 
 
@@ -311,20 +315,20 @@ def _measure(
 
     control = Control(duration=duration)
     config = _only_connectors(config, connector_names)
-    with _connectors(config, "measure") as (_runtime, path):
+    with running_connectors(config, "measure") as (_runtime, path):
         wanted = None
         if metrics:
             described = path.result("describe")
             _raise_unless_ok(described)
             wanted = _known_metrics(metrics, described.data.get("metrics") or {})
-        progress = _progress_for("measure", control.expected_seconds)
+        progress = progress_line_for("measure", control.expected_seconds)
         result = path.result("measure", reporter=progress, metrics=wanted, control=control)
-    return _payload(result), _failure(result)
+    return json_payload(result), _failure(result)
 
 
 def _measure_text(payload: dict[str, Any]) -> str:
-    rows = _measure_rows((payload.get("data") or {}).get("metrics") or {})
-    return _table(["METRIC", "SERIES", "POINTS", "MEAN", "LAST", "UNIT"], rows)
+    rows = measure_rows((payload.get("data") or {}).get("metrics") or {})
+    return styled_table(["METRIC", "SERIES", "POINTS", "MEAN", "LAST", "UNIT"], rows)
 
 
 def _only_connectors(config: ServoConfig, names: Sequence[str]) -> ServoConfig:
@@ -376,17 +380,17 @@ def adjust_cmd(
     request: dict[str, Any] = {}
 
     def adjust(config: ServoConfig) -> tuple[dict[str, Any], ServoError | None]:
-        with _connectors(config, "adjust") as (_runtime, path):
+        with running_connectors(config, "adjust") as (_runtime, path):
             described = path.result("describe")
             _raise_unless_ok(described)
             request.update(resolve_assignments(parsed, described.data.get("components") or {}))
-            progress = _progress_for("adjust", 0.0)
+            progress = progress_line_for("adjust", 0.0)
             result = path.result("adjust", reporter=progress, components=request)
-        return _payload(result), _failure(result)
+        return json_payload(result), _failure(result)
 
     def adjust_text(payload: dict[str, Any]) -> str:
         # The settings asked for show in bold (known here only when this process adjusted).
-        rows = _adjust_rows((payload.get("data") or {}).get("components") or {}, request)
-        return _table(["COMPONENT", "SETTING", "VALUE", "UNIT"], rows)
+        rows = adjust_rows((payload.get("data") or {}).get("components") or {}, request)
+        return styled_table(["COMPONENT", "SETTING", "VALUE", "UNIT"], rows)
 
     for_each_app(state, app_names, limit, as_json, AppCommand("adjust", adjust, adjust_text, assignments))

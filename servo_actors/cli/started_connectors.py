@@ -21,13 +21,13 @@ if TYPE_CHECKING:
     from servo_actors.actors.operation_path import OperationPath
     from servo_actors.config import ServoConfig
 
-__all__ = ["SIGNAL_EXIT_BASE", "_connectors"]
+__all__ = ["SIGNAL_EXIT_BASE", "running_connectors"]
 
 SIGNAL_EXIT_BASE = 128
 
 
 @contextlib.contextmanager
-def _connectors(
+def running_connectors(
     config: ServoConfig, operation: str
 ) -> Iterator[tuple[ServoRuntime, OperationPath[Operation]]]:
     """The started runtime and the operation path (``OperationPath``) on it, watching the stop

@@ -145,11 +145,13 @@ class AppsRunner:
 
     def _reload(self) -> None:
         """SIGHUP (module docstring)."""
-        from servo_actors.connectors.registry import load_apps
+        from servo_actors.config.loading import load_apps
+        from servo_actors.connectors.registry import connector_settings_problems
 
         source = self.config_path or "servo.yaml"
         try:
-            new = {config.app or "": config for config in load_apps(self.config_path)}
+            apps = load_apps(self.config_path, connector_check=connector_settings_problems)
+            new = {config.app or "": config for config in apps}
             for config in new.values():
                 if config.optimizer is None:
                     raise ConfigError("no optimizer is configured", source=source, key="optimizer")

@@ -5,9 +5,9 @@
   ``measure_enabled: false`` (what ``servo generate`` writes) it did nothing: it is left out,
   and the output says so.
 - ``kube_metrics`` (cpu and memory usage, request, limit, saturation and restarts of the main
-  and the tuning pods, from metrics-server) has no connector of its own here yet (issue 37, item
-  3): the ``kubernetes`` connector measures ``WORKLOAD.ready_replicas``, ``.restarts``,
-  ``.cpu_usage`` and ``.memory_usage`` of the workloads it manages, the tuning pod's apart.
+  and the tuning pods, from metrics-server) has no connector of its own here: the ``kubernetes``
+  connector measures ``WORKLOAD.ready_replicas``, ``.restarts``, ``.cpu_usage`` and
+  ``.memory_usage`` of the workloads it manages, the tuning pod's apart.
   It is listed as not converted.
 """
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 from servo_actors.config.fields import Duration
 from servo_actors.connectors.wait import DEFAULT_PROGRESS_INTERVAL
 
-__all__ = ["CommandConfig", "DEFAULT_TIMEOUT"]
+__all__ = ["DEFAULT_TIMEOUT", "CommandConfig", "env_text"]
 
 DEFAULT_TIMEOUT = 60.0
 """Seconds a command may run (beyond the time its control asks for) before it is killed."""
@@ -20,13 +20,13 @@ def _stringify_env(value: Any) -> Any:
     # YAML reads `PORT: 8080` as a number; environment values are strings.
     if isinstance(value, dict):
         return {
-            key: _env_text(item) if isinstance(item, bool | int | float) else item
+            key: env_text(item) if isinstance(item, bool | int | float) else item
             for key, item in value.items()
         }
     return value
 
 
-def _env_text(value: Any) -> str:
+def env_text(value: Any) -> str:
     """A value as an environment variable holds it: strings as they are, the rest as JSON (``true``, ``1.5``)."""
     return value if isinstance(value, str) else json.dumps(value)
 

@@ -17,9 +17,9 @@ from servo_actors.connectors.prometheus.http import PrometheusHttp
 from servo_actors.connectors.prometheus.series import (
     MAX_POINTS_PER_SERIES,
     RangeResult,
-    _number,
-    _to_series,
     effective_step,
+    wire_series,
+    wire_timestamp,
 )
 from servo_actors.connectors.prometheus.slo import SloCondition, ViolationStreak
 from servo_actors.durations import format_duration
@@ -94,7 +94,7 @@ class PrometheusConnector(Connector):
                     params={"timeout": repr(self.config.timeout)},
                     timeout=self.config.timeout,
                 )
-            values, dropped = _to_series(raw)
+            values, dropped = wire_series(raw)
         except Exception as exc:  # every way a query can fail becomes one failure naming the query
             raise self.http.failure(exc, f"query {metric.query!r} of metric {metric.name!r}") from exc
         return RangeResult(values=values, step=step, step_raised=step != metric.step, dropped_points=dropped)
@@ -234,7 +234,7 @@ class PrometheusConnector(Connector):
             notes.append(f"query {spec.query!r} returned no data between {_iso(start)} and {_iso(end)}")
         if spec.absent == "zero":
             count = int((end - start) // step) + 1
-            return [{"id": "{}", "data": [[_number(start + i * step), 0.0] for i in range(count)]}]
+            return [{"id": "{}", "data": [[wire_timestamp(start + i * step), 0.0] for i in range(count)]}]
         return []
 
     # -- checks --------------------------------------------------------------------------------
