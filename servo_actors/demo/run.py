@@ -37,8 +37,8 @@ from typing import Any
 import yaml
 
 from servo_actors import signals
-from servo_actors.config import ServoConfig
-from servo_actors.connectors.registry import load_apps
+from servo_actors.config import ServoConfig, load_apps
+from servo_actors.connectors.registry import connector_settings_problems
 from servo_actors.demo.app_demo import STATE_TIMEOUT, AppDemo
 from servo_actors.demo.errors import DemoError
 from servo_actors.demo.optimizer_process import running_optimizer
@@ -214,7 +214,7 @@ class _AppsDemo:
         self._echo = echo
         self._echo_lock = threading.Lock()  # lines come from every application's loop thread
         config_path.write_text(servo_yaml(url, options))
-        configs = load_apps(config_path)
+        configs = load_apps(config_path, connector_check=connector_settings_problems)
         self.apps: dict[str, AppDemo] = {}
         for app, own in demo_apps(options):
             self.apps[app] = AppDemo(
