@@ -17,7 +17,8 @@ import click
 from servo_actors.cli.context import color_enabled, format_table
 
 if TYPE_CHECKING:
-    from servo_actors.actors import OperationResult
+    from servo_actors.actors import OperationResult, ServoRuntime
+    from servo_actors.config import ServoConfig
 
 __all__ = [
     "_Styled",
@@ -25,9 +26,12 @@ __all__ = [
     "_measure_rows",
     "_number",
     "_payload",
+    "_placement",
+    "_placement_text",
     "_settings_rows",
     "_status_word",
     "_table",
+    "_with_placement",
 ]
 
 
@@ -132,3 +136,24 @@ def _adjust_rows(components: dict[str, Any], request: dict[str, Any]) -> list[li
                 [component, name, _Styled(value, bold=True) if name in asked else value, setting.get("unit")]
             )
     return rows
+
+
+def _placement(runtime: ServoRuntime, config: ServoConfig) -> dict[str, str] | None:
+    """Where each connector runs (``local``, a member's ``HOST:PORT``, or what it waits for), in
+    convention mode only (None otherwise: the output stays as it always was)."""
+    if config.supervisor.convention is None:
+        return None
+    status = runtime.status()
+    return {child.name: getattr(child, "where", None) or "local" for child in status.children}
+
+
+def _with_placement(payload: dict[str, Any], placement: dict[str, str] | None) -> dict[str, Any]:
+    if placement is not None:
+        payload["placement"] = placement
+    return payload
+
+
+def _placement_text(placement: dict[str, str] | None) -> str:
+    if placement is None:
+        return ""
+    return "\n\n" + _table(["CONNECTOR", "RUNS ON"], [[name, where] for name, where in placement.items()])
