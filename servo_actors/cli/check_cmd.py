@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from servo_actors.cli.check_rounds import (
+    CHECK_FAILED,
     CheckPolicy,
     CheckSelection,
     checks_table,
@@ -44,10 +45,7 @@ if TYPE_CHECKING:
     from servo_actors.actors import OperationResult
     from servo_actors.config import ServoConfig
 
-__all__ = ["CHECK_FAILED", "check_cmd"]
-
-CHECK_FAILED = "check-failed"
-"""The reason ``check --json`` gives when the operation ran but one of its checks failed."""
+__all__ = ["check_cmd"]
 
 
 def _csv(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:

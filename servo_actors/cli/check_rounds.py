@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from servo_actors.actors import OperationResult
 
 __all__ = [
+    "CHECK_FAILED",
     "CheckPolicy",
     "CheckSelection",
     "DEFAULT_HALT_ON",
@@ -53,6 +54,8 @@ __all__ = [
     "run_rounds",
 ]
 
+CHECK_FAILED: Final = "check-failed"
+"""The reason ``check --json`` gives when the operation ran but one of its checks failed."""
 HALT_ON_LEVELS: Final = ("critical", "common", "failure", "warning")
 """``--halt-on``'s choices: servox's severities, and ``failure`` (the same as ``common``)."""
 DEFAULT_HALT_ON: Final = "critical"
@@ -183,12 +186,16 @@ def run_rounds(
             named = ", ".join(filter(None, [named, result.message or result.reason]))
         click.echo(
             f"checks: round {rounds}: {len(failing)} failing ({named}); "
-            f"again in {format_duration(pause)}, {format_duration(left)} of "
-            f"{format_duration(policy.wait or 0)} left",
+            f"again in {_shown(pause)}, {_shown(left)} of {_shown(policy.wait or 0)} left",
             err=True,
         )
         if sleep(pause):
             raise StopRequested("stop")
+
+
+def _shown(seconds: float) -> str:
+    """A duration for the progress line: whole seconds from 1 s on (``4m58s``, not ``4m57s912ms``)."""
+    return format_duration(round(seconds) if seconds >= 1 else round(seconds, 1))
 
 
 def checks_table(checks: Sequence[dict[str, Any]], connectors: dict[str, Any], *, verbose: bool) -> str:
@@ -216,7 +223,7 @@ def checks_table(checks: Sequence[dict[str, Any]], connectors: dict[str, Any], *
     rows = []
     for name, part in connectors.items():
         mine = [c for c in checks if c.get("connector") == name]
-        if part.get("status") != "ok" and part.get("reason") != "check-failed":
+        if part.get("status") != "ok" and part.get("reason") != CHECK_FAILED:
             rows.append(row(name, None, _outcome_word("failed"), part.get("message")))
         elif not mine:
             rows.append(row(name, None, _outcome_word("passed"), "no checks"))

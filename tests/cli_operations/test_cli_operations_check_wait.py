@@ -4,7 +4,6 @@ a check that fails and then passes, a signal during the wait, and ``run --check`
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 
@@ -198,6 +197,7 @@ def test_selection_ands_kinds_and_ors_values() -> None:
     policy = CheckPolicy(CheckSelection(names=("x", "y"), tags=("t",)))
     assert [c["name"] for c in policy.judge(checks)] == ["x"]
     assert CheckSelection(ids=("3",)).unknown(checks) == "no check id '3' (known: '1', '2')"
-    assert list(CheckPolicy(delay=None).delays().__next__() for _ in range(1)) == [1.0]
+    fixed = CheckPolicy(delay=2.5).delays()
+    assert [next(fixed) for _ in range(3)] == [2.5, 2.5, 2.5]
     expo = CheckPolicy().delays()
     assert [next(expo) for _ in range(7)] == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
