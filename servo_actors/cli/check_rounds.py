@@ -5,7 +5,8 @@ the rounds of ``--wait`` with the delay between them, and the table of the resul
   filter given, and any value of each kind (servox's ``CheckFilter``). A name or id written
   ``/REGEX/`` is a regular expression searched in it. The connectors run all their checks (one
   ``check()`` call each); the others are neither shown nor counted. A name or id that no check
-  has, or a tag none carries, is a usage error listing the known ones.
+  has, or a tag none carries, is a usage error listing the known ones; so are filters that no
+  check matches all at once.
 - ``--halt-on critical|common|warning`` (servox's levels and default, ``critical``): within each
   connector's checks, in its order, a failed check at least this severe halts that connector's
   later checks: they show as ``skipped`` and count neither way. ``failure`` is taken for
@@ -99,6 +100,13 @@ class CheckSelection:
             if missing:
                 listed = ", ".join(repr(k) for k in dict.fromkeys(known)) or "none"
                 problems.append(f"no {kind} {', '.join(map(repr, missing))} (known: {listed})")
+        if not problems and not self.empty and not any(self.matches(c) for c in checks):
+            given = [
+                f"{kind} {', '.join(values)}"
+                for kind, values in (("--check-name", self.names), ("--id", self.ids), ("--tag", self.tags))
+                if values
+            ]
+            problems.append(f"no check matches {' and '.join(given)} at once")
         return "; ".join(problems) or None
 
 

@@ -79,11 +79,15 @@ def test_filters_select_checks_and_an_unknown_name_lists_the_known_ones(servo, k
     assert result.returncode == 0, result.stderr
     assert [row[1] for row in kit.table_rows(result.stdout)[1:]] == ["later"]
 
-    result, payload = servo.run_json("check", "--tag", "files")
-    assert [c["name"] for c in payload["data"]["checks"]] == ["ready"]
-    result, payload = servo.run_json("check", "--id", "adv,nope", "--check-name", "/adv|lat/")
-    assert [c["name"] for c in payload["data"]["checks"]] == ["advisory"]
+    result, payload = servo.run_json("check", "--check-name", "later,advisory")
     assert result.returncode == 0, result.stderr
+    assert [c["name"] for c in payload["data"]["checks"]] == ["later", "advisory"]
+    none = servo.run("check", "--check-name", "later,advisory", "--tag", "files")
+    assert none.returncode == 2  # each is known, but no check is both
+    assert "error: no check matches --check-name later, advisory and --tag files at once" in none.stderr
+    result, payload = servo.run_json("check", "--id", "adv", "--check-name", "/adv|lat/")
+    assert result.returncode == 0, result.stderr
+    assert [c["name"] for c in payload["data"]["checks"]] == ["advisory"]
 
     unknown = servo.run("check", "--check-name", "nope", "--tag", "files,nope")
     assert unknown.returncode == 2
