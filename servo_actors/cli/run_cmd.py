@@ -15,6 +15,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 
 from servo_actors import signals
 from servo_actors.cli.check_rounds import CheckPolicy, checks_table, failed_checks, policy_options, run_rounds
@@ -87,6 +88,14 @@ def run_cmd(
     from servo_actors.config.loading import require_optimizer
     from servo_actors.runner import Runner
 
+    if not (check_first or dry_run):
+        given = [
+            f"--{name.replace('_', '-')}"
+            for name in ("wait", "delay", "halt_on")
+            if click.get_current_context().get_parameter_source(name) != ParameterSource.DEFAULT
+        ]
+        if given:
+            raise UsageError(f"{', '.join(given)} only go with --check or --dry-run")
     configs = state.select(app_names)
     for config in configs:
         require_optimizer(config)

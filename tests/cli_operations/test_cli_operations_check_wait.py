@@ -164,6 +164,9 @@ def test_run_check_exits_1_naming_the_failed_check_before_the_loop_starts(servo,
     by_env = servo.run("run", SERVO_RUN_CHECK="true")
     assert by_env.returncode == 1
     assert "connector 'probe': ready:" in by_env.stderr
+    alone = servo.run("run", "--wait", "1m", "--halt-on", "common")
+    assert alone.returncode == 2
+    assert "error: --wait, --halt-on only go with --check or --dry-run" in alone.stderr
 
 
 def test_run_dry_run_waits_as_check_does(servo, kit) -> None:
