@@ -231,7 +231,12 @@ def test_failed_and_timed_out_checks_are_reported_not_raised():
 def test_a_check_given_as_a_mapping_carries_its_remedy_severity_tags_and_id(tmp_path):
     app = connector(
         check={
-            "ready": {"run": "test -e flag", "remedy": "touch flag", "severity": "critical", "tags": ["files"]},
+            "ready": {
+                "run": "test -e flag",
+                "remedy": "touch flag",
+                "severity": "critical",
+                "tags": ["files"],
+            },
             "plain": "true",
         },
         cwd=str(tmp_path),
