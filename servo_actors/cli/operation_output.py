@@ -17,7 +17,8 @@ import click
 from servo_actors.cli.context import color_enabled, format_table
 
 if TYPE_CHECKING:
-    from servo_actors.actors import OperationResult
+    from servo_actors.actors import OperationResult, ServoRuntime
+    from servo_actors.config import ServoConfig
 
 __all__ = [
     "StyledCell",
@@ -25,9 +26,12 @@ __all__ = [
     "measure_rows",
     "number_text",
     "json_payload",
+    "connector_placement",
+    "placement_text",
     "settings_rows",
     "status_word",
     "styled_table",
+    "with_placement",
 ]
 
 
@@ -47,7 +51,6 @@ def json_payload(result: OperationResult) -> dict[str, Any]:
 
 
 def number_text(value: Any) -> str:
-    """A value as the tables show it: a float in six significant digits, None as ``-``."""
     if isinstance(value, float):
         return f"{value:.6g}"
     return "-" if value is None else str(value)
@@ -63,7 +66,6 @@ def _bounds(setting: dict[str, Any]) -> str | None:
 
 
 def settings_rows(components: dict[str, Any]) -> list[list[Any]]:
-    """``describe``'s rows: component, setting, type, value, range or values, unit."""
     rows = []
     for component, body in components.items():
         for name, setting in ((body or {}).get("settings") or {}).items():
@@ -112,12 +114,10 @@ def styled_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def status_word(ok: bool) -> StyledCell:
-    """``check``'s RESULT cell: a green ``ok`` or a bold red ``FAILED``."""
     return StyledCell("ok", fg="green") if ok else StyledCell("FAILED", fg="red", bold=True)
 
 
 def measure_rows(metrics: dict[str, Any]) -> list[list[Any]]:
-    """``measure``'s rows: metric, series, points, mean, last, unit (one row per series)."""
     rows = []
     for name, metric in metrics.items():
         unit = (metric or {}).get("unit") or None
@@ -134,7 +134,6 @@ def measure_rows(metrics: dict[str, Any]) -> list[list[Any]]:
 
 
 def adjust_rows(components: dict[str, Any], request: dict[str, Any]) -> list[list[Any]]:
-    """``adjust``'s rows: component, setting, value (bold where ``request`` asked for it), unit."""
     rows = []
     for component, body in components.items():
         asked = (request.get(component) or {}).get("settings") or {}
@@ -149,3 +148,26 @@ def adjust_rows(components: dict[str, Any], request: dict[str, Any]) -> list[lis
                 ]
             )
     return rows
+
+
+def connector_placement(runtime: ServoRuntime, config: ServoConfig) -> dict[str, str] | None:
+    """Where each connector runs (``local``, a member's ``HOST:PORT``, or what it waits for), in
+    convention mode only (None otherwise: the output stays as it always was)."""
+    if config.supervisor.convention is None:
+        return None
+    status = runtime.status()
+    return {child.name: getattr(child, "where", None) or "local" for child in status.children}
+
+
+def with_placement(payload: dict[str, Any], placement: dict[str, str] | None) -> dict[str, Any]:
+    if placement is not None:
+        payload["placement"] = placement
+    return payload
+
+
+def placement_text(placement: dict[str, str] | None) -> str:
+    if placement is None:
+        return ""
+    return "\n\n" + styled_table(
+        ["CONNECTOR", "RUNS ON"], [[name, where] for name, where in placement.items()]
+    )

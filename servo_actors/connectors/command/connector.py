@@ -73,13 +73,17 @@ class CommandConnector(Connector):
 
     def check(self) -> list[dict[str, Any]]:
         results = []
-        for check_name, command in self.config.check.items():
+        for check_name, entry in self.config.check.items():
+            command = entry if isinstance(entry, str) else entry.run
             try:
                 run_command(self._spec("check", command), self.config.timeout, {})
             except ConnectorFailure as failure:
-                results.append({"name": check_name, "success": False, "message": failure.message})
+                result = {"name": check_name, "success": False, "message": failure.message}
             else:
-                results.append({"name": check_name, "success": True, "message": "exited with status 0"})
+                result = {"name": check_name, "success": True, "message": "exited with status 0"}
+            if not isinstance(entry, str):
+                result.update(entry.model_dump(exclude={"run"}, exclude_none=True))
+            results.append(result)
         return results
 
     def _run_reporting(

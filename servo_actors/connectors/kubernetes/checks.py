@@ -1,8 +1,15 @@
 """``check``: the API answers, every verb the connector uses is allowed, and what the config names
-is there and readable (with requests or limits to optimize)."""
+is there and readable (with requests or limits to optimize).
+
+A failed check carries a ``remedy`` (``connectors.check_result``) for a person to apply: the
+kubectl command that shows or fixes it, or the Role rules to add; the API's reachability is
+``critical`` (nothing after it is asked when it fails).
+"""
 
 from __future__ import annotations
 
+import json
+import shlex
 from typing import Any
 
 from servo_actors.connectors.kubernetes.client import (
@@ -28,7 +35,9 @@ __all__ = [
     "check_deployment",
     "check_namespace",
     "check_reachable",
+    "kubectl_command",
     "required_access",
+    "role_rules",
     "run_checks",
 ]
 
@@ -51,13 +60,41 @@ OPTIONAL_ACCESS: tuple[tuple[str, str, tuple[str, ...]], ...] = (("metrics.k8s.i
 """Without these, measure reports no CPU/memory usage; everything else works."""
 
 
-def _result(name: str, success: bool, message: str) -> dict[str, Any]:
-    return {"name": name, "success": success, "message": message}
+def _result(name: str, success: bool, message: str, remedy: str | None = None) -> dict[str, Any]:
+    """A check result; the remedy only on a failure (what a person can do about it)."""
+    result: dict[str, Any] = {"name": name, "success": success, "message": message}
+    if remedy and not success:
+        result["remedy"] = remedy
+    return result
+
+
+def kubectl_command(config: KubernetesConfig) -> str:
+    """``kubectl`` with the config's kubeconfig, context and namespace, for a remedy to start with."""
+    words = ["kubectl"]
+    if config.kubeconfig:
+        words += ["--kubeconfig", config.kubeconfig]
+    if config.context:
+        words += ["--context", config.context]
+    return shlex.join([*words, "-n", config.namespace])
+
+
+def role_rules(denied: list[tuple[str, str, str]]) -> str:
+    """The Role rules granting ``denied`` (group, resource, verb), one per group and resource."""
+    verbs: dict[tuple[str, str], list[str]] = {}
+    for group, resource, verb in denied:
+        verbs.setdefault((group, resource), []).append(verb)
+    return "; ".join(
+        f"{{apiGroups: {json.dumps([group])}, resources: {json.dumps([resource])}, verbs: {json.dumps(found)}}}"
+        for (group, resource), found in verbs.items()
+    )
 
 
 def run_checks(client: KubeClient, config: KubernetesConfig) -> list[dict[str, Any]]:
+    kubectl = kubectl_command(config)
     reachable = check_reachable(client)
+    reachable["severity"] = "critical"
     if not reachable["success"]:
+        reachable["remedy"] = f"{kubectl} version  # the same kubeconfig and context: fix what it says"
         return [reachable]
     results = [
         reachable,
@@ -65,7 +102,7 @@ def run_checks(client: KubeClient, config: KubernetesConfig) -> list[dict[str, A
         check_namespace(client, config.namespace, with_statefulsets=bool(config.statefulsets)),
     ]
     for deployment in config.workloads:
-        results.extend(check_deployment(client, config.namespace, deployment))
+        results.extend(check_deployment(client, config.namespace, deployment, kubectl))
     return results
 
 
@@ -112,25 +149,31 @@ def check_access(
         return _result(name, False, f"cannot ask for a SelfSubjectAccessReview: {exc}")
     note = ""
     if optional:
-        note = f"; without {', '.join(optional)}, measure reports no CPU/memory usage"
+        note = f"; without {', '.join(_shown(optional))}, measure reports no CPU/memory usage"
     if missing:
         return _result(
             name, False,
-            f"not allowed in namespace {namespace!r}: {', '.join(missing)} "
+            f"not allowed in namespace {namespace!r}: {', '.join(_shown(missing))} "
             f"(grant them with the Role in deploy/kubernetes){note}",
+            f"add to the servo's Role in namespace {namespace!r}: {role_rules(missing)} "
+            "(deploy/kubernetes/role.yaml holds them all)",
         )  # fmt: skip
     return _result(name, True, f"every verb the connector uses is allowed in namespace {namespace!r}{note}")
 
 
 def _denied(
     client: KubeClient, namespace: str, wanted: tuple[tuple[str, str, tuple[str, ...]], ...]
-) -> list[str]:
+) -> list[tuple[str, str, str]]:
     denied = []
     for group, resource, verbs in wanted:
         for verb in verbs:
             if not allowed(client, namespace, group, resource, verb):
-                denied.append(f"{verb} {resource}{'.' + group if group else ''}")
+                denied.append((group, resource, verb))
     return denied
+
+
+def _shown(denied: list[tuple[str, str, str]]) -> list[str]:
+    return [f"{verb} {resource}{'.' + group if group else ''}" for group, resource, verb in denied]
 
 
 def check_namespace(client: KubeClient, namespace: str, with_statefulsets: bool = False) -> dict[str, Any]:
@@ -144,23 +187,29 @@ def check_namespace(client: KubeClient, namespace: str, with_statefulsets: bool 
             else []
         )
     except KubeError as exc:
-        return _result(name, False, str(exc))
+        return _result(name, False, str(exc), f"kubectl get namespace {shlex.quote(namespace)}")
     counted = f"{len(sets)} StatefulSet(s), " if with_statefulsets else ""
     return _result(name, True, f"{len(found)} Deployment(s), {counted}{len(hpas)} HorizontalPodAutoscaler(s)")
 
 
-def check_deployment(client: KubeClient, namespace: str, config: DeploymentConfig) -> list[dict[str, Any]]:
-    """The configured Deployment (or StatefulSet) exists with the containers and resources named."""
+def check_deployment(
+    client: KubeClient, namespace: str, config: DeploymentConfig, kubectl: str = "kubectl"
+) -> list[dict[str, Any]]:
+    """The configured Deployment (or StatefulSet) exists with the containers and resources named;
+    ``kubectl`` starts the remedies (``kubectl_command``)."""
     name = f"{config.kind.lower()} {config.name}"
+    workload = shlex.quote(f"{config.kind.lower()}/{config.name}")
     try:
         deployment = read_deployment(client, namespace, config.name, config.kind)
     except (KubeError, ClusterStateError) as exc:
-        return [_result(name, False, str(exc))]
-    problems, notes = [], []
+        return [_result(name, False, str(exc), f"{kubectl} get {config.kind.lower()}s  # the names there")]
+    problems, notes, remedies = [], [], []
     for container_config in config.containers:
         container = find_container(deployment, container_config.name)
         if container is None:
             problems.append(f"no container {container_config.name!r}")
+            names = "jsonpath={.spec.template.spec.containers[*].name}"
+            remedies.append(f"{kubectl} get {workload} -o {shlex.quote(names)}  # its containers")
             continue
         for resource, bounds in (("cpu", container_config.cpu), ("memory", container_config.memory)):
             if bounds is None:
@@ -170,17 +219,25 @@ def check_deployment(client: KubeClient, namespace: str, config: DeploymentConfi
                 problems.append(
                     f"container {container_config.name!r} has neither a {resource} request nor a limit"
                 )
+                quantity = f"{bounds.min:g}" if resource == "cpu" else f"{bounds.min:g}Gi"
+                amount = shlex.quote(f"--requests={resource}={quantity}")
+                remedies.append(
+                    f"{kubectl} set resources {workload} -c {shlex.quote(container_config.name)} {amount}"
+                )
             else:
                 notes.append(f"{container_config.name} {resource} {value}")
     if deployment.get("spec", {}).get("paused"):
         problems.append("it is paused: new settings would not roll out (kubectl rollout resume)")
+        remedies.append(f"{kubectl} rollout resume {workload}")
     if (deployment.get("spec", {}).get("updateStrategy") or {}).get("type") == "OnDelete":
         problems.append(
             "its updateStrategy is OnDelete: new settings would not roll out, so ADJUST refuses it"
         )
+        rolling = shlex.quote('{"spec":{"updateStrategy":{"type":"RollingUpdate"}}}')
+        remedies.append(f"{kubectl} patch {workload} -p {rolling}")
     replicas = deployment.get("spec", {}).get("replicas", 1)
     results = [
-        _result(name, False, "; ".join(problems))
+        _result(name, False, "; ".join(problems), "; ".join(remedies))
         if problems
         else _result(name, True, f"{replicas} replica(s); " + (", ".join(notes) or "no resources configured"))
     ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from servo_actors.connectors.kubernetes.checks import allowed
+from servo_actors.connectors.kubernetes.checks import allowed, role_rules
 from servo_actors.connectors.kubernetes.client import KubeClient, KubeError, pods_path
 from servo_actors.connectors.kubernetes.config import KubernetesConfig
 from servo_actors.connectors.kubernetes.tuning_adjust import TuningFailed, TuningPods
@@ -56,7 +56,7 @@ def _check_access(
     name = "permissions (tuning pods)"
     try:
         denied = [
-            f"{verb} {resource}{'.' + group if group else ''}"
+            (group, resource, verb)
             for group, resource, verbs in wanted
             for verb in verbs
             if not allowed(client, namespace, group, resource, verb)
@@ -64,10 +64,18 @@ def _check_access(
     except KubeError as exc:
         return _result(name, False, f"cannot ask for a SelfSubjectAccessReview: {exc}")
     if denied:
-        return _result(
+        shown = ", ".join(
+            f"{verb} {resource}{'.' + group if group else ''}" for group, resource, verb in denied
+        )
+        result = _result(
             name, False,
-            f"not allowed in namespace {namespace!r}: {', '.join(denied)} (grant them with the Role in deploy/kubernetes)",
+            f"not allowed in namespace {namespace!r}: {shown} (grant them with the Role in deploy/kubernetes)",
         )  # fmt: skip
+        result["remedy"] = (
+            f"add to the servo's Role in namespace {namespace!r}: {role_rules(denied)} "
+            "(deploy/kubernetes/role.yaml holds them all)"
+        )
+        return result
     shown = ", ".join(f"{'/'.join(verbs)} {resource}" for _, resource, verbs in wanted)
     return _result(name, True, f"allowed in namespace {namespace!r}: {shown}")
 
