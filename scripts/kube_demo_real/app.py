@@ -18,9 +18,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-NAMESPACE = "servo-kube-demo-real"
-"""The default namespace (`--namespace` gives another): everything the demo creates in the cluster
-lives in it."""
 APP_ID = "demo.local/real-web"
 DEPLOYMENT, CONTAINER, COMPONENT = "web", "main", "web"
 IMAGE = "servo-actors.local/app:dev"

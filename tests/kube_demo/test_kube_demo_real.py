@@ -167,7 +167,7 @@ def test_the_real_demo_recommends_no_costlier_settings_that_meet_the_slo(
 
     # --namespace: everything the demo made is in the test's namespace, nothing in the default one
     assert f"namespace {kube_namespace}:" in out and f"$ kubectl get deploy -n {kube_namespace}" in out
-    assert kube_cluster.try_get(f"/api/v1/namespaces/{app.NAMESPACE}") is None, out
+    assert kube_cluster.try_get("/api/v1/namespaces/servo-kube-demo") is None, out  # the default
     assert kube_cluster.get(f"/apis/apps/v1/namespaces/{kube_namespace}/deployments/web")
 
     # --abort-every: presses landed, and the end applied only a confirmed, cheaper recommendation
