@@ -235,11 +235,14 @@ class RolloutWatcher:
         try:
             deployment = self._read(name)
             if observed(deployment):
-                found = self.pods.diagnose(deployment)
+                found = self.pods.diagnose(deployment, probes=True)
                 if found is None and is_statefulset(deployment):
                     stuck = [p.get("metadata", {}).get("name", "?") for p in self.pods.stuck_pods(deployment)]
         except KubeError:
             pass  # the timeout is the news; a diagnosis would only have added detail
+        if found is not None and not found.definite:  # it might have cleared: say how long it was given
+            message = f"{self.kind(name)} {name} did not finish rolling out within {format_duration(timeout)}"
+            return Diagnosis(found.status, found.reason, f"{message}: {found.message}", definite=False)
         if found is not None:
             return found
         where = f" ({status.message})" if status else ""

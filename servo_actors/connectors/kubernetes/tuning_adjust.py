@@ -28,7 +28,13 @@ from servo_actors.connectors.kubernetes.client import (
     pods_path,
     replicasets_path,
 )
-from servo_actors.connectors.kubernetes.diagnosis import Diagnosis, diagnose_pods, instability, restart_counts
+from servo_actors.connectors.kubernetes.diagnosis import (
+    Diagnosis,
+    diagnose_pods,
+    instability,
+    probe_failure,
+    restart_counts,
+)
 from servo_actors.connectors.kubernetes.rollout import RETRY_INTERVAL, WATCH_WINDOW
 from servo_actors.connectors.kubernetes.rollout_pods import EVENTS_LIMIT
 from servo_actors.connectors.kubernetes.tuning_pod import is_ready, spec_hash, terminating
@@ -219,7 +225,13 @@ class TuningPods:
 
         if not self._wait(name, deadline, ready):
             last = latest.get("pod")
-            found = self._diagnose(last) if last is not None else None
+            found = self._diagnose(last, probes=True) if last is not None else None
+            if found is not None and not found.definite:  # it might have cleared: say how long it had
+                found = Diagnosis(
+                    found.status, found.reason,
+                    f"tuning pod {name} did not become ready within {format_duration(timeout)}: {found.message}",
+                    definite=False,
+                )  # fmt: skip
             raise TuningFailed(
                 name,
                 found
@@ -292,14 +304,19 @@ class TuningPods:
     def _seconds(self, deadline: float) -> int:
         return max(1, math.ceil(min(self.window, deadline - self.clock())))
 
-    def _diagnose(self, pod: dict[str, Any]) -> Diagnosis | None:
+    def _diagnose(self, pod: dict[str, Any], probes: bool = False) -> Diagnosis | None:
+        """What ``pod`` shows, with the namespace's Warning events; with ``probes``, also a
+        failing probe that keeps it from Ready (``probe_failure``)."""
         events = None
         try:
             query = {"fieldSelector": "type=Warning", "limit": str(EVENTS_LIMIT)}
             events = self.client.get(events_path(self.namespace), query).get("items")
         except KubeError:
             events = None  # events only add detail
-        return diagnose_pods([pod], events)
+        found = diagnose_pods([pod], events)
+        if found is None and probes:
+            found = probe_failure([pod], events)
+        return found
 
 
 def _phase(pod: dict[str, Any]) -> str:
