@@ -51,12 +51,14 @@ Hook = Callable[[str], None]
 
 
 class TuningFailed(ConnectorError):
-    """The tuning pod did not become (or stay) ready; ``diagnosis`` says why."""
+    """The tuning pod did not become (or stay) ready; ``diagnosis`` says why. ``terminating``: the
+    wait for a deleted pod to go ran out (it is being deleted; nothing more to do for it)."""
 
-    def __init__(self, pod: str, diagnosis: Diagnosis) -> None:
+    def __init__(self, pod: str, diagnosis: Diagnosis, terminating: bool = False) -> None:
         super().__init__(diagnosis.message)
         self.pod = pod
         self.diagnosis = diagnosis
+        self.terminating = terminating
 
 
 def _no_hook(point: str) -> None:
@@ -191,8 +193,13 @@ class TuningPods:
     # -- waiting -------------------------------------------------------------------------------
 
     def wait_gone(self, name: str, deadline: float, timeout: float, report: Report) -> None:
+        """Until pod ``name`` is gone; TuningFailed (``timeout``) at ``deadline``, saying what holds
+        it: its finalizers, or its grace period (its containers get that long after SIGTERM)."""
+        latest: dict[str, Any] = {}
+
         def gone(pod: dict[str, Any] | None) -> bool:
             if pod is not None:
+                latest["pod"] = pod
                 report(0.2, f"waiting for tuning pod {name} to be deleted")
             return pod is None
 
@@ -201,9 +208,10 @@ class TuningPods:
                 name,
                 Diagnosis(
                     "failed", "timeout",
-                    f"the old tuning pod {name} was not deleted within {format_duration(timeout)} "
-                    "(a finalizer may hold it)",
+                    f"the old tuning pod {name} was not deleted within {format_duration(timeout)}: "
+                    + _held_by(latest.get("pod") or {}),
                 ),
+                terminating=True,
             )  # fmt: skip
 
     def wait_ready(self, name: str, deadline: float, timeout: float, report: Report) -> dict[str, Any]:
@@ -317,6 +325,22 @@ class TuningPods:
         if found is None and probes:
             found = probe_failure([pod], events)
         return found
+
+
+def _held_by(pod: dict[str, Any]) -> str:
+    """What keeps a deleted pod from going: its finalizers, else its grace period."""
+    meta = pod.get("metadata") or {}
+    finalizers = meta.get("finalizers") or []
+    if finalizers:
+        return f"finalizer(s) {', '.join(map(str, finalizers))} hold it"
+    grace = meta.get("deletionGracePeriodSeconds")
+    if grace is not None:
+        return (
+            f"it is terminating with a grace period of {format_duration(int(grace))} (its containers get "
+            "that long to stop after SIGTERM; give the connector a timeout longer than its "
+            "terminationGracePeriodSeconds)"
+        )
+    return "it was not deleted yet"
 
 
 def _phase(pod: dict[str, Any]) -> str:
