@@ -209,6 +209,11 @@ def test_a_failing_probe_names_the_pod_the_probe_and_how_often() -> None:
     ready = _pod("web-1", conditions=[{"type": "Ready", "status": "True"}], statuses=running)
     assert probe_failure([ready], events) is None
     assert probe_failure([unready], events[3:]) is None
+    # An event that names no container (as kwok's simulated one): the pod and the probe's words.
+    anonymous = {**events[1], "involvedObject": {"name": "web-1"}}
+    assert probe_failure([unready], [anonymous]).message == (
+        "pod web-1 is not ready: Readiness probe failed: HTTP probe failed with statuscode: 503 (9 time(s))"
+    )
     # An event about an earlier pod of the same name (another uid) is not this pod's.
     unready["metadata"]["uid"] = "u-2"
     assert (

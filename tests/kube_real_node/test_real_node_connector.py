@@ -41,16 +41,16 @@ PERIOD = 100_000
 """cpu.cfs_period_us the kubelet sets (100 ms)."""
 
 
-def web(template_spec: dict[str, Any] | None = None, **env: str) -> dict[str, Any]:
-    """Deployment ``web``: one replica of the app on the real node, 100m and 64Mi (requests and
-    limits), readiness on /readyz every second, the log's tail as termination message."""
+def web(template_spec: dict[str, Any] | None = None, memory: str = "64Mi", **env: str) -> dict[str, Any]:
+    """Deployment ``web``: one replica of the app on the real node, 100m and ``memory`` (requests
+    and limits), readiness on /readyz every second, the log's tail as termination message."""
     main = {
         "name": "main", "image": APP_IMAGE, "imagePullPolicy": "IfNotPresent",
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "ports": [{"containerPort": 8080, "name": "http"}],
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": 8080}, "periodSeconds": 1},
         "env": [{"name": name, "value": value} for name, value in {"READY": "true", "EXIT_AFTER": "0s", **env}.items()],
-        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}},
+        "resources": {"requests": {"cpu": "100m", "memory": memory}, "limits": {"cpu": "100m", "memory": memory}},
     }  # fmt: skip
     spec = {
         **copy.deepcopy(REAL),
@@ -121,20 +121,24 @@ def env_of(container: dict[str, Any]) -> dict[str, str]:
 # --- failures of the new settings, rolled back -----------------------------------------------
 
 
-def assert_rolled_back_on_the_real_pod(cluster: LocalCluster, namespace: str, before: dict[str, Any]) -> None:
+def assert_rolled_back_on_the_real_pod(
+    cluster: LocalCluster, namespace: str, before: dict[str, Any], memory_mi: int = 64
+) -> None:
     """Deployment web's template is the old one again, and the one pod that serves is the pod that
-    served before the ADJUST: Ready, never restarted, its cgroups still at 100m and 64Mi; the
-    failed settings' pod terminates (its grace period is 2 s)."""
+    served before the ADJUST: Ready, never restarted, its cgroups still at 100m and ``memory_mi``
+    MiB; the failed settings' pod terminates (its grace period is 2 s)."""
     deployment = cluster.get(f"/apis/apps/v1/namespaces/{namespace}/deployments/web")
     main = deployment["spec"]["template"]["spec"]["containers"][0]
-    assert main["resources"]["limits"] == {"cpu": "100m", "memory": "64Mi"}
-    assert env_of(main) == {"READY": "true", "EXIT_AFTER": "0s"}
+    assert main["resources"]["limits"] == {"cpu": "100m", "memory": f"{memory_mi}Mi"}
+    assert {k: v for k, v in env_of(main).items() if k in ("READY", "EXIT_AFTER")} == {
+        "READY": "true", "EXIT_AFTER": "0s",
+    }  # fmt: skip
     wait_until(lambda: len(cluster.get(f"/api/v1/namespaces/{namespace}/pods")["items"]) == 1,
                POD_TIMEOUT, 0.5, "the failed pod gone")  # fmt: skip
     (serving,) = live_pods(cluster, namespace)
     assert serving["metadata"]["uid"] == before["metadata"]["uid"]
     assert ready(serving) and serving["status"]["containerStatuses"][0]["restartCount"] == 0
-    assert limits(cluster, serving) == (PERIOD // 10, 64 * 2**20)
+    assert limits(cluster, serving) == (PERIOD // 10, memory_mi * 2**20)
 
 
 def test_a_readiness_probe_that_never_passes_is_named_when_the_wait_runs_out_and_rolled_back(
@@ -177,6 +181,26 @@ def test_a_crash_loop_fails_at_the_back_off_with_restarts_and_last_words_and_is_
     assert found is not None and int(found.group(1)) >= 1, failure.message
     assert failure.message.endswith("Rolled web back to the previous settings, which are healthy again.")
     assert_rolled_back_on_the_real_pod(kube_cluster, kube_namespace, before)
+
+
+def test_a_memory_limit_below_the_apps_use_is_oom_killed_named_with_the_last_state_and_rolled_back(
+    kube_cluster: LocalCluster, kube_namespace: str
+) -> None:
+    # The app holds 96 MiB from its start: at 64Mi the kernel's OOM killer ends it, again and again.
+    before = started(kube_cluster, kube_namespace, web(memory="256Mi", ALLOC_MB="96"))
+    with pytest.raises(ConnectorFailure) as caught:
+        adjust(connector(kube_cluster, kube_namespace), "web", memory=0.0625)
+    failure = caught.value
+    assert (failure.status, failure.reason) == ("rejected", "start-failed"), failure.message
+    found = re.search(
+        r"^Deployment web: container main of pod web-\S+ fails to start: CrashLoopBackOff, restarted "
+        r"(\d+) time\(s\); last exit: OOMKilled \(code 137\)",
+        failure.message,
+    )  # fmt: skip
+    assert found is not None and int(found.group(1)) >= 1, failure.message
+    assert "(it may need more memory)" in failure.message, failure.message
+    assert failure.message.endswith("Rolled web back to the previous settings, which are healthy again.")
+    assert_rolled_back_on_the_real_pod(kube_cluster, kube_namespace, before, memory_mi=256)
 
 
 # --- the tuning pod ----------------------------------------------------------------------------

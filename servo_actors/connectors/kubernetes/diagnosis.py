@@ -214,18 +214,16 @@ def probe_failure(pods: list[dict[str, Any]], events: list[dict[str, Any]] | Non
         )
         times = sum(int(event.get("count") or 1) for event in failed)
         container = _container_of(latest)
-        restarts = next(
-            (
-                int(status.get("restartCount") or 0)
-                for status in (pod.get("status") or {}).get("containerStatuses") or []
-                if status.get("name") == container
-            ),
-            0,
-        )
+        restarts = [
+            int(status.get("restartCount") or 0)
+            for status in (pod.get("status") or {}).get("containerStatuses") or []
+            if status.get("name") == container
+        ]
+        where = f"container {container}: " if container else ""
+        restarted = f"; the container restarted {restarts[0]} time(s)" if restarts else ""
         return Diagnosis(
             "rejected", "start-failed",
-            f"pod {name} is not ready: container {container}: {latest.get('message') or 'a probe failed'} "
-            f"({times} time(s); the container restarted {restarts} time(s))",
+            f"pod {name} is not ready: {where}{latest.get('message') or 'a probe failed'} ({times} time(s){restarted})",
             definite=False,
         )  # fmt: skip
     return None
@@ -237,9 +235,9 @@ def _pod_ready(pod: dict[str, Any]) -> bool:
 
 
 def _container_of(event: dict[str, Any]) -> str:
-    """The container an event is about (``spec.containers{main}``), or ``?``."""
+    """The container an event is about (``spec.containers{main}``), or "" when it does not say."""
     path = str((event.get("involvedObject") or {}).get("fieldPath") or "")
-    return path.partition("{")[2].rstrip("}") or "?"
+    return path.partition("{")[2].rstrip("}")
 
 
 def _event_message(events: list[dict[str, Any]] | None, pod: str) -> str | None:
