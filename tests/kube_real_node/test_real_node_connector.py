@@ -25,8 +25,9 @@ from servo_actors.connectors.kubernetes.kubeconfig import resolve_access
 
 pytestmark = pytest.mark.kube
 
-TIMEOUT = "8s"
-"""The connector's rollout timeout where a readiness probe never passes: the wait it runs out."""
+TIMEOUT = "10s"
+"""The connector's rollout timeout where a readiness probe never passes: the wait it runs out. The
+new pod's start and first probes must fall within it (1-3 s measured here on 2 cores at load 18)."""
 GRACE = 3
 """terminationGracePeriodSeconds of the tuning pod whose process outlives SIGTERM."""
 LONG_GRACE = 30
