@@ -1,9 +1,9 @@
 """The `kubernetes` connector meeting the real kubelet on the local cluster's real node: a readiness
-probe that never passes and a crash loop with real back-off, each failing the ADJUST with its reason
-and rolled back (checked on the real pods and their cgroups); the tuning pod's own limits in its
-container's cgroups, the Deployment's pod untouched; and a tuning pod whose process outlives
-SIGTERM, killed at the end of its real grace period while the connector waits, a wait its timeout
-bounds."""
+probe that never passes, a crash loop with real back-off, a real OOM kill and readiness lost during
+settlement, each failing the ADJUST with its reason and rolled back (checked on the real pods and
+their cgroups); the tuning pod's own limits in its container's cgroups, the Deployment's pod
+untouched; and a tuning pod whose process outlives SIGTERM, killed at the end of its real grace
+period while the connector waits, a wait its timeout bounds."""
 
 from __future__ import annotations
 
@@ -33,6 +33,10 @@ GRACE = 3
 LONG_GRACE = 30
 """A grace period longer than the connector's timeout (``SHORT_TIMEOUT``)."""
 SHORT_TIMEOUT = "3s"
+UNREADY_AFTER = "6s"
+"""How long after its start a pod of the unstable settings answers /readyz with 503: Ready first (the
+rollout completes), then not, within the settlement."""
+SETTLEMENT = 20.0
 HELD_MS = 60000
 """CPU milliseconds of the request kept in flight: at 100m it would take 10 minutes."""
 REQUEST_TIMEOUT = 120.0
@@ -50,7 +54,7 @@ def web(template_spec: dict[str, Any] | None = None, memory: str = "64Mi", **env
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "ports": [{"containerPort": 8080, "name": "http"}],
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": 8080}, "periodSeconds": 1},
-        "env": [{"name": name, "value": value} for name, value in {"READY": "true", "EXIT_AFTER": "0s", **env}.items()],
+        "env": [{"name": name, "value": value} for name, value in {"READY": "true", "EXIT_AFTER": "0s", "UNREADY_AFTER": "0s", **env}.items()],
         "resources": {"requests": {"cpu": "100m", "memory": memory}, "limits": {"cpu": "100m", "memory": memory}},
     }  # fmt: skip
     spec = {
@@ -73,20 +77,21 @@ def connector(cluster: LocalCluster, namespace: str, **config: Any) -> Kubernete
             "name": "main", "cpu": {"min": "100m", "max": "1", "step": "50m"},
             "memory": {"min": "64Mi", "max": "512Mi", "step": "64Mi"},
             "env": [{"name": "READY", "type": "enum", "values": ["true", "false"]},
-                    {"name": "EXIT_AFTER", "type": "enum", "values": ["0s", "1ms"]}],
+                    {"name": "EXIT_AFTER", "type": "enum", "values": ["0s", "1ms"]},
+                    {"name": "UNREADY_AFTER", "type": "enum", "values": ["0s", UNREADY_AFTER]}],
         }]}],
         **config,
     })  # fmt: skip
 
 
 def adjust(conn: KubernetesConnector, component: str, progress: list[str] | None = None,
-           **settings: Any) -> dict[str, Any]:  # fmt: skip
+           settlement: float = 0.0, **settings: Any) -> dict[str, Any]:  # fmt: skip
     def report(percent: float, message: str = "") -> None:
         if progress is not None:
             progress.append(message)
 
     components = {component: {"settings": {name: {"value": value} for name, value in settings.items()}}}
-    return conn.adjust(components, Control(), report)
+    return conn.adjust(components, Control(settlement=settlement), report)
 
 
 def live_pods(cluster: LocalCluster, namespace: str) -> list[dict[str, Any]]:
@@ -202,6 +207,31 @@ def test_a_memory_limit_below_the_apps_use_is_oom_killed_named_with_the_last_sta
     assert "(it may need more memory)" in failure.message, failure.message
     assert failure.message.endswith("Rolled web back to the previous settings, which are healthy again.")
     assert_rolled_back_on_the_real_pod(kube_cluster, kube_namespace, before, memory_mi=256)
+
+
+def test_readiness_lost_during_settlement_is_unstable_and_the_rollback_starts_a_pod_of_the_old_settings(
+    kube_cluster: LocalCluster, kube_namespace: str
+) -> None:
+    before = started(kube_cluster, kube_namespace, web())
+    progress: list[str] = []
+    with pytest.raises(ConnectorFailure) as caught:
+        adjust(connector(kube_cluster, kube_namespace), "web", progress, settlement=SETTLEMENT,
+               UNREADY_AFTER=UNREADY_AFTER, cpu=0.2)  # fmt: skip
+    failure = caught.value
+    assert (failure.status, failure.reason) == ("rejected", "unstable"), failure.message
+    assert re.search(
+        r"^Deployment web: pod web-\S+ lost readiness during settlement: containers with unready status: \[main\]",
+        failure.message,
+    ), failure.message  # fmt: skip
+    assert failure.message.endswith("Rolled web back to the previous settings, which are healthy again.")
+    assert any(message.startswith("settling") for message in progress), progress
+    # The rollout had replaced the old pod: the rollback brought a new one of the old settings.
+    wait_until(lambda: len(kube_cluster.get(f"/api/v1/namespaces/{kube_namespace}/pods")["items"]) == 1,
+               POD_TIMEOUT, 0.5, "the unstable pod gone")  # fmt: skip
+    (serving,) = live_pods(kube_cluster, kube_namespace)
+    assert serving["metadata"]["uid"] != before["metadata"]["uid"] and ready(serving)
+    assert env_of(serving["spec"]["containers"][0])["UNREADY_AFTER"] == "0s"
+    assert limits(kube_cluster, serving) == (PERIOD // 10, 64 * 2**20)
 
 
 # --- the tuning pod ----------------------------------------------------------------------------
