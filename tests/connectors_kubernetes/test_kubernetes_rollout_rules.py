@@ -209,6 +209,13 @@ def test_a_failing_probe_names_the_pod_the_probe_and_how_often() -> None:
     ready = _pod("web-1", conditions=[{"type": "Ready", "status": "True"}], statuses=running)
     assert probe_failure([ready], events) is None
     assert probe_failure([unready], events[3:]) is None
+    # Readiness lost during settlement names the probe too, given the events.
+    baseline = {("web-1", "main"): 0}
+    assert instability(baseline, [unready]).message == "pod web-1 lost readiness during settlement"
+    assert instability(baseline, [unready], events).message == (
+        "pod web-1 lost readiness during settlement: container main: Readiness probe failed: HTTP probe "
+        "failed with statuscode: 503 (11 time(s); the container restarted 0 time(s))"
+    )
     # An event that names no container (as kwok's simulated one): the pod and the probe's words.
     anonymous = {**events[1], "involvedObject": {"name": "web-1"}}
     assert probe_failure([unready], [anonymous]).message == (

@@ -220,7 +220,9 @@ def test_readiness_lost_during_settlement_is_unstable_and_the_rollback_starts_a_
     failure = caught.value
     assert (failure.status, failure.reason) == ("rejected", "unstable"), failure.message
     assert re.search(
-        r"^Deployment web: pod web-\S+ lost readiness during settlement: containers with unready status: \[main\]",
+        r"^Deployment web: pod web-\S+ lost readiness during settlement: containers with unready status: "
+        r"\[main\]; container main: Readiness probe failed: HTTP probe failed with statuscode: 503 "
+        r"\(\d+ time\(s\); the container restarted 0 time\(s\)\)\. ",
         failure.message,
     ), failure.message  # fmt: skip
     assert failure.message.endswith("Rolled web back to the previous settings, which are healthy again.")

@@ -27,6 +27,7 @@ __all__ = [
     "instability",
     "newest_replicaset",
     "pods_of",
+    "probe_detail",
     "probe_failure",
     "progress_deadline_of_another",
     "restart_counts",
@@ -192,41 +193,50 @@ def _clipped(text: str) -> str:
 
 def probe_failure(pods: list[dict[str, Any]], events: list[dict[str, Any]] | None) -> Diagnosis | None:
     """Why a pod of ``pods`` is not Ready, when the kubelet has said so: ``rejected``/``start-failed``
-    naming the pod, the probe's latest failure (its ``Unhealthy`` Warning event), how many times it
-    failed, and the container's restarts. Not definite: a probe may pass later (a slow start), so
+    naming the pod and its ``probe_detail``. Not definite: a probe may pass later (a slow start), so
     this explains a wait that ran out rather than ending one. None when no such event is found."""
     for pod in pods:
         meta = pod.get("metadata", {})
         if meta.get("deletionTimestamp") or _pod_ready(pod):
             continue
-        name, uid = meta.get("name", "?"), meta.get("uid")
-        failed = [
-            event
-            for event in events or []
-            if event.get("reason") == PROBE_FAILED_REASON
-            and (event.get("involvedObject") or {}).get("name") == name
-            and (event.get("involvedObject") or {}).get("uid") in (None, uid)
-        ]
-        if not failed:
-            continue
-        latest = max(
-            failed, key=lambda event: str(event.get("lastTimestamp") or event.get("eventTime") or "")
-        )
-        times = sum(int(event.get("count") or 1) for event in failed)
-        container = _container_of(latest)
-        restarts = [
-            int(status.get("restartCount") or 0)
-            for status in (pod.get("status") or {}).get("containerStatuses") or []
-            if status.get("name") == container
-        ]
-        where = f"container {container}: " if container else ""
-        restarted = f"; the container restarted {restarts[0]} time(s)" if restarts else ""
-        return Diagnosis(
-            "rejected", "start-failed",
-            f"pod {name} is not ready: {where}{latest.get('message') or 'a probe failed'} ({times} time(s){restarted})",
-            definite=False,
-        )  # fmt: skip
+        detail = probe_detail(pod, events)
+        if detail:
+            return Diagnosis(
+                "rejected",
+                "start-failed",
+                f"pod {meta.get('name', '?')} is not ready: {detail}",
+                definite=False,
+            )
     return None
+
+
+def probe_detail(pod: dict[str, Any], events: list[dict[str, Any]] | None) -> str:
+    """The pod's latest failed probe, from the kubelet's ``Unhealthy`` Warning events about it: the
+    container, the kubelet's words, how many times it failed and the container's restarts
+    ("container main: Readiness probe failed: HTTP probe failed with statuscode: 503 (8 time(s);
+    the container restarted 0 time(s))"); "" when there is no such event."""
+    meta = pod.get("metadata", {})
+    name, uid = meta.get("name", "?"), meta.get("uid")
+    failed = [
+        event
+        for event in events or []
+        if event.get("reason") == PROBE_FAILED_REASON
+        and (event.get("involvedObject") or {}).get("name") == name
+        and (event.get("involvedObject") or {}).get("uid") in (None, uid)
+    ]
+    if not failed:
+        return ""
+    latest = max(failed, key=lambda event: str(event.get("lastTimestamp") or event.get("eventTime") or ""))
+    times = sum(int(event.get("count") or 1) for event in failed)
+    container = _container_of(latest)
+    restarts = [
+        int(status.get("restartCount") or 0)
+        for status in (pod.get("status") or {}).get("containerStatuses") or []
+        if status.get("name") == container
+    ]
+    where = f"container {container}: " if container else ""
+    restarted = f"; the container restarted {restarts[0]} time(s)" if restarts else ""
+    return f"{where}{latest.get('message') or 'a probe failed'} ({times} time(s){restarted})"
 
 
 def _pod_ready(pod: dict[str, Any]) -> bool:
@@ -336,9 +346,14 @@ def restart_counts(pods: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
     return counts
 
 
-def instability(baseline: dict[tuple[str, str], int], pods: list[dict[str, Any]]) -> Diagnosis | None:
+def instability(
+    baseline: dict[tuple[str, str], int],
+    pods: list[dict[str, Any]],
+    events: list[dict[str, Any]] | None = None,
+) -> Diagnosis | None:
     """``rejected``/``unstable`` when a container restarted since ``baseline`` or a pod of the
-    baseline lost readiness (pods started since, e.g. by an HPA, may still be getting ready)."""
+    baseline lost readiness (pods started since, e.g. by an HPA, may still be getting ready); with
+    ``events``, a lost readiness names the failing probe (``probe_detail``)."""
     known = {pod_name for pod_name, _ in baseline}
     for pod in pods:
         meta = pod.get("metadata", {})
@@ -355,6 +370,8 @@ def instability(baseline: dict[tuple[str, str], int], pods: list[dict[str, Any]]
         for condition in (pod.get("status") or {}).get("conditions") or []:
             if name in known and condition.get("type") == "Ready" and condition.get("status") != "True":
                 detail = condition.get("message") or condition.get("reason") or ""
+                probe = probe_detail(pod, events)
+                detail = f"{detail}; {probe}" if detail and probe else detail or probe
                 return Diagnosis(
                     "rejected",
                     "unstable",

@@ -300,8 +300,10 @@ class RolloutWatcher:
                         continue  # a StatefulSet's pod below its partition: not one of the new pods
                     if owner is not None and kind == "MODIFIED":
                         found = instability(baselines[owner], [pod])
-                        if found is not None:
-                            raise RolloutFailed(owner, found)
+                        if found is not None:  # again, with the events that may name a failing probe
+                            raise RolloutFailed(
+                                owner, instability(baselines[owner], [pod], self.pods.warnings()) or found
+                            )
                     if self.clock() >= end:
                         break
             except KubeError as exc:  # an unreachable API during settlement is not the settings' fault
@@ -322,6 +324,8 @@ class RolloutWatcher:
             raise RolloutFailed(name, status.failure)
         _, pods = self.pods.newest_pods(deployment)
         found = instability(baseline, pods)
+        if found is not None:  # again, with the events that may name a failing probe
+            found = instability(baseline, pods, self.pods.warnings()) or found
         if found is None and not status.done:
             found = Diagnosis("rejected", "unstable", f"during settlement, {status.message}")
         if found is not None:

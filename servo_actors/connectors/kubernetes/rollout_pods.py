@@ -83,13 +83,13 @@ class RolloutPods:
         """What the newest pods show (with their Warning events when ``with_events``); with
         ``probes``, also a pod kept from Ready by a failing probe (``probe_failure``)."""
         _, pods = self.newest_pods(deployment)
-        events = self._warnings() if with_events and pods else None
+        events = self.warnings() if with_events and pods else None
         found = diagnose_pods(pods, events)
         if found is None and probes:
             found = probe_failure(pods, events)
         return found
 
-    def _warnings(self) -> list[dict[str, Any]] | None:
+    def warnings(self) -> list[dict[str, Any]] | None:
         """The namespace's Warning events (at most EVENTS_LIMIT), None when they cannot be read."""
         try:
             query = {"fieldSelector": "type=Warning", "limit": str(EVENTS_LIMIT)}
@@ -106,7 +106,7 @@ class RolloutPods:
             _, pods = self.newest_pods(deployment)
         except KubeError:
             return failure  # the condition is the news; the pods would only have added detail
-        probe = probe_failure(pods, self._warnings()) if pods else None
+        probe = probe_failure(pods, self.warnings()) if pods else None
         detail = probe.message if probe is not None else unready_detail(pods)
         if not detail:
             return failure

@@ -269,8 +269,8 @@ class TuningPods:
                     Diagnosis("rejected", "unstable", f"tuning pod {name} was deleted during settlement"),
                 )
             found = instability(baseline, [now])
-            if found is not None:
-                raise TuningFailed(name, found)
+            if found is not None:  # again, with the events that may name a failing probe
+                raise TuningFailed(name, instability(baseline, [now], self._warnings()) or found)
             report(
                 (self.clock() - began) / seconds,
                 f"settling: {format_duration(round(end - self.clock()))} left",
@@ -315,16 +315,21 @@ class TuningPods:
     def _diagnose(self, pod: dict[str, Any], probes: bool = False) -> Diagnosis | None:
         """What ``pod`` shows, with the namespace's Warning events; with ``probes``, also a
         failing probe that keeps it from Ready (``probe_failure``)."""
-        events = None
-        try:
-            query = {"fieldSelector": "type=Warning", "limit": str(EVENTS_LIMIT)}
-            events = self.client.get(events_path(self.namespace), query).get("items")
-        except KubeError:
-            events = None  # events only add detail
+        events = self._warnings()
         found = diagnose_pods([pod], events)
         if found is None and probes:
             found = probe_failure([pod], events)
         return found
+
+    def _warnings(self) -> list[dict[str, Any]] | None:
+        """The namespace's Warning events (at most EVENTS_LIMIT), None when they cannot be read."""
+        try:
+            query = {"fieldSelector": "type=Warning", "limit": str(EVENTS_LIMIT)}
+            answer = self.client.get(events_path(self.namespace), query)
+        except KubeError:
+            return None  # events only add detail
+        items: list[dict[str, Any]] | None = answer.get("items")
+        return items
 
 
 def _held_by(pod: dict[str, Any]) -> str:
