@@ -23,7 +23,6 @@ from servo_actors.connectors.kubernetes.client import (
     KubeClient,
     KubeError,
     deployment_path,
-    events_path,
     pod_path,
     pods_path,
     replicasets_path,
@@ -36,7 +35,7 @@ from servo_actors.connectors.kubernetes.diagnosis import (
     restart_counts,
 )
 from servo_actors.connectors.kubernetes.rollout import RETRY_INTERVAL, WATCH_WINDOW
-from servo_actors.connectors.kubernetes.rollout_pods import EVENTS_LIMIT
+from servo_actors.connectors.kubernetes.rollout_pods import RolloutPods
 from servo_actors.connectors.kubernetes.tuning_pod import is_ready, spec_hash, terminating
 from servo_actors.durations import format_duration
 from servo_actors.errors import ConnectorError
@@ -322,14 +321,8 @@ class TuningPods:
         return found
 
     def _warnings(self) -> list[dict[str, Any]] | None:
-        """The namespace's Warning events (at most EVENTS_LIMIT), None when they cannot be read."""
-        try:
-            query = {"fieldSelector": "type=Warning", "limit": str(EVENTS_LIMIT)}
-            answer = self.client.get(events_path(self.namespace), query)
-        except KubeError:
-            return None  # events only add detail
-        items: list[dict[str, Any]] | None = answer.get("items")
-        return items
+        """The namespace's Warning events (``RolloutPods.warnings``: None when they cannot be read)."""
+        return RolloutPods(self.client, self.namespace).warnings()
 
 
 def _held_by(pod: dict[str, Any]) -> str:
