@@ -157,7 +157,7 @@ def bench_floor(run_dir: Path, samples: int) -> dict:
         runtime.run("describe")
         for _ in range(samples):
             before = set(runtime.members())
-            runtime._system.create_actor(ConnectorHost)  # answers once the actor is up
+            runtime._link.system.create_actor(ConnectorHost)  # answers once the actor is up
             (pid,) = set(runtime.members()) - before
             cpu.append(cpu_ms(pid))
             private.append(private_kib(pid))

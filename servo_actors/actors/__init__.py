@@ -14,8 +14,8 @@ performed), ``supervisor`` and ``host`` (the actors) and ``declared_times``.
 
 from __future__ import annotations
 
+from servo_actors.actors.operation import CancelRequest, Operation
 from servo_actors.actors.rules.results import ConnectorOutcome, OperationResult
 from servo_actors.actors.runtime import ServoRuntime
-from servo_actors.actors.runtime_operations import CancelRequest, Operation
 
 __all__ = ["CancelRequest", "ConnectorOutcome", "Operation", "OperationResult", "ServoRuntime"]
