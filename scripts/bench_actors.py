@@ -149,7 +149,7 @@ def private_kib(pid: int) -> int:
 def bench_floor(run_dir: Path, samples: int) -> dict:
     """An empty ConnectorHost (forked and bootstrapped by Thespian, no connector yet): the floor of
     a connector process's CPU to start and of its private memory, next to a real one."""
-    from servo_actors.actors.host import ConnectorHost
+    from servo_actors.actors.host.actor import ConnectorHost
 
     cpu, private = [], []
     with ServoRuntime(config(1, hung=False), run_dir=run_dir / "floor") as runtime:

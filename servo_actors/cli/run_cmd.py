@@ -116,7 +116,7 @@ def _checks(config: ServoConfig, watcher: signals.SignalWatcher) -> OperationRes
     """Every connector's checks, through the operation path; None if a stop signal came first
     (the connectors are stopped)."""
     from servo_actors.actors import ServoRuntime
-    from servo_actors.actors.operation_path import OperationPath
+    from servo_actors.actors.runtime.operation_path import OperationPath
 
     runtime = ServoRuntime(config)
     try:

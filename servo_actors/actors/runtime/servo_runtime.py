@@ -29,7 +29,7 @@ It has a lifecycle (``start``, ``stop``, ``reboot``, ``restart``) and operations
 at a time (``begin``, ``wait``, ``run``; an ``Operation``, operation.py), followed to its result
 through its progress, and cancelled (``begin_cancel``, ``wait_cancel``; a ``CancelRequest``). An
 operation whose actor system is lost under it resolves ``failed`` with reason ``supervisor-lost``.
-The child specs and the supervisor's settings are built from the config by ``child_specs.py``.
+The child specs and the supervisor's settings are built from the config by ``supervisor/child_specs.py``.
 Nothing is sent to a supervisor that is stopped (SIGSTOP; see ``SystemLink.tell``): a cancel
 waits on a stopped supervisor only for ``CANCEL_DEADLINE``, and ``stop`` not at all: then the
 system is killed.
@@ -52,17 +52,17 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from servo_actors.actors.child_specs import child_specs, supervisor_settings
 from servo_actors.actors.convention.settings import system_options
-from servo_actors.actors.declared_times import DeclaredTimes
 from servo_actors.actors.linux import processes
-from servo_actors.actors.operation import CancelRequest, Operation
-from servo_actors.actors.operation_path import CANCEL_DEADLINE, OperationPath
 from servo_actors.actors.rules import messages as m
 from servo_actors.actors.rules.restart_ledger import RestartLedger
 from servo_actors.actors.rules.results import OperationResult, aggregate
 from servo_actors.actors.rules.supervision_operation import operation_deadline
-from servo_actors.actors.system_link import LOST_REASON, SupervisorLost, SystemLink
+from servo_actors.actors.runtime.declared_times import DeclaredTimes
+from servo_actors.actors.runtime.operation import CancelRequest, Operation
+from servo_actors.actors.runtime.operation_path import CANCEL_DEADLINE, OperationPath
+from servo_actors.actors.runtime.system_link import LOST_REASON, SupervisorLost, SystemLink
+from servo_actors.actors.supervisor.child_specs import child_specs, supervisor_settings
 from servo_actors.actors.transport.system import ActorSystemHandle
 from servo_actors.config.models import ServoConfig
 from servo_actors.connectors.base import Control
@@ -208,7 +208,7 @@ class ServoRuntime:
             self._exit_hook = functools.partial(_stop_at_exit, weakref.ref(self))
             atexit.register(self._exit_hook)
         try:
-            from servo_actors.actors.supervisor import Supervisor
+            from servo_actors.actors.supervisor.actor import Supervisor
 
             link.connect(system, Supervisor)
             request = m.Start(

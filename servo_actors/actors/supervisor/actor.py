@@ -61,7 +61,7 @@ from servo_actors.actors.rules.supervision_events import (
     StopRequested,
     Tick,
 )
-from servo_actors.actors.supervised_processes import SupervisedProcesses, now
+from servo_actors.actors.supervisor.supervised_processes import SupervisedProcesses, now
 from servo_actors.actors.transport import child_actors
 from servo_actors.config import defaults
 

@@ -1,6 +1,6 @@
 """The supervisor's child processes: spawning, killing, forgetting and polling them.
 
-``SupervisedProcesses`` is held by the ``Supervisor`` actor (``supervisor.py``): the part that is
+``SupervisedProcesses`` is held by the ``Supervisor`` actor (``actor.py``): the part that is
 about processes rather than rules or messages, apart so that the actor reads as the translation
 it is (messages in, the rules' effects out). It holds:
 
@@ -40,7 +40,7 @@ from servo_actors.actors.convention.remote_hosts import (
     RemoteSpawnFailed,
     Unplaced,
 )
-from servo_actors.actors.host import ConnectorHost, forking
+from servo_actors.actors.host.actor import ConnectorHost, forking
 from servo_actors.actors.linux import descendants, processes
 from servo_actors.actors.rules import messages as m
 from servo_actors.actors.rules.supervision_events import (
