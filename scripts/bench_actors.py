@@ -149,7 +149,7 @@ def private_kib(pid: int) -> int:
 def bench_floor(run_dir: Path, samples: int) -> dict:
     """An empty ConnectorHost (forked and bootstrapped by Thespian, no connector yet): the floor of
     a connector process's CPU to start and of its private memory, next to a real one."""
-    from servo_actors.actors.host import ConnectorHost
+    from servo_actors.actors.host.actor import ConnectorHost
 
     cpu, private = [], []
     with ServoRuntime(config(1, hung=False), run_dir=run_dir / "floor") as runtime:
@@ -157,7 +157,7 @@ def bench_floor(run_dir: Path, samples: int) -> dict:
         runtime.run("describe")
         for _ in range(samples):
             before = set(runtime.members())
-            runtime._system.create_actor(ConnectorHost)  # answers once the actor is up
+            runtime._link.system.create_actor(ConnectorHost)  # answers once the actor is up
             (pid,) = set(runtime.members()) - before
             cpu.append(cpu_ms(pid))
             private.append(private_kib(pid))

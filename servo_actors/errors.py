@@ -12,7 +12,7 @@ the user interface. Every exception the project defines belongs to this tree::
     ├── StopRequested               signals.py: a stop signal arrived mid-command; exit 128 + N
     └── ConnectorError              a connector failed in a way the servo reports
         ├── ConnectorFailure        connectors/base.py: what connector authors raise (public API)
-        ├── InvalidResult           actors/connector_calls.py: a result of the wrong shape
+        ├── InvalidResult           actors/host/connector_calls.py: a result of the wrong shape
         ├── NotPlainData            actors/transport/plain_data.py: a result that is not plain data
         ├── ResultTooLarge          ... a result over the byte limit
         ├── UnprintableError        connectors/chaos.py: a drill (its text cannot be printed)

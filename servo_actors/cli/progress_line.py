@@ -17,7 +17,7 @@ import click
 from servo_actors.cli.context import color_enabled, is_terminal
 
 if TYPE_CHECKING:
-    from servo_actors.actors.operation_path import InFlight
+    from servo_actors.actors.runtime.operation_path import InFlight
 
 __all__ = ["BAR_WIDTH", "REFRESH_INTERVAL", "ProgressLine", "progress_line_for"]
 
@@ -30,7 +30,7 @@ BAR_WIDTH = 24
 class ProgressLine:
     """One line on stderr, rewritten in place: ``measure [#####-----]  45%  13s/30s  message``;
     redrawn after each wait of the operation path that brought no result (a ``Reporter``, see
-    actors/operation_path.py: the CLI imports the actors only when a command needs them).
+    actors/runtime/operation_path.py: the CLI imports the actors only when a command needs them).
 
     With a known duration the bar follows the clock (the runtime reports the furthest connector,
     which says little about the slowest); otherwise it shows what the connectors report.

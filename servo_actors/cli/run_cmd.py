@@ -146,7 +146,7 @@ def _checks(
     """Every connector's checks, through the operation path, as ``policy`` says: the last result
     and its judged checks; None if a stop signal came first (the connectors are stopped)."""
     from servo_actors.actors import ServoRuntime
-    from servo_actors.actors.operation_path import OperationPath
+    from servo_actors.actors.runtime.operation_path import OperationPath
 
     runtime = ServoRuntime(config)
     try:

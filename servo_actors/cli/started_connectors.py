@@ -18,7 +18,7 @@ from servo_actors import signals
 
 if TYPE_CHECKING:
     from servo_actors.actors import Operation, ServoRuntime
-    from servo_actors.actors.operation_path import OperationPath
+    from servo_actors.actors.runtime.operation_path import OperationPath
     from servo_actors.config import ServoConfig
 
 __all__ = ["SIGNAL_EXIT_BASE", "running_connectors"]
@@ -39,7 +39,7 @@ def running_connectors(
     second one changes nothing (the stop is bounded on its own).
     """
     from servo_actors.actors import ServoRuntime
-    from servo_actors.actors.operation_path import OperationPath
+    from servo_actors.actors.runtime.operation_path import OperationPath
 
     interrupted: int | None = None
     with signals.watching() as watcher:

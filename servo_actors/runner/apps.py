@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from servo_actors import observability
-from servo_actors.actors.servo_tree import ServoTree
+from servo_actors.actors.runtime.servo_tree import ServoTree
 from servo_actors.config import ServoConfig
 from servo_actors.errors import ConfigError, ServoError
 from servo_actors.logs import log_as_app

@@ -12,8 +12,8 @@ import time
 
 from servo_actors import observability
 from servo_actors.actors import ServoRuntime
-from servo_actors.actors.runtime import RootSystem
-from servo_actors.actors.system_link import SupervisorLost
+from servo_actors.actors.runtime.servo_runtime import RootSystem
+from servo_actors.actors.runtime.system_link import SupervisorLost
 from servo_actors.config import ServoConfig
 from servo_actors.errors import SupervisorError
 from servo_actors.observability import events

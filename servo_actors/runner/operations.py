@@ -13,8 +13,8 @@ import time
 from typing import Any
 
 from servo_actors.actors import Operation
-from servo_actors.actors.operation_path import WAIT_SLICE, InFlight, OperationPath, Reporter
-from servo_actors.actors.system_link import LOST_REASON, SupervisorLost
+from servo_actors.actors.runtime.operation_path import WAIT_SLICE, InFlight, OperationPath, Reporter
+from servo_actors.actors.runtime.system_link import LOST_REASON, SupervisorLost
 from servo_actors.connectors import Control
 from servo_actors.progress import ProgressSchedule
 from servo_actors.protocol.commands import Command, OptimizerStatus

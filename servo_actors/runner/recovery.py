@@ -18,7 +18,7 @@ from concurrent.futures import wait as wait_for_future
 from typing import Any, TypeVar
 
 from servo_actors.actors.rules.restart_policy import RestartIntensity
-from servo_actors.actors.system_link import SupervisorLost
+from servo_actors.actors.runtime.system_link import SupervisorLost
 from servo_actors.config import ServoConfig
 from servo_actors.errors import SupervisorError
 from servo_actors.observability import events

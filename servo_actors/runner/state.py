@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from servo_actors.actors import ServoRuntime
-from servo_actors.actors.runtime import RootSystem
+from servo_actors.actors.runtime.servo_runtime import RootSystem
 from servo_actors.config import ServoConfig
 from servo_actors.identity import IdentityGuard
 from servo_actors.observability import events

@@ -127,7 +127,7 @@ def test_nothing_of_the_actor_system_listens_off_loopback(start_runtime, kit) ->
     # The admin, every actor, and this process's own endpoint for the system.
     listening = {pid: found for pid, found in sockets.items() if found}
     assert len(listening) >= 4, sockets
-    assert runtime._system.admin_port in {port for found in listening.values() for _, port in found}
+    assert runtime._link.system.admin_port in {port for found in listening.values() for _, port in found}
     off_loopback = {
         pid: found for pid, found in listening.items() if any(addr != "127.0.0.1" for addr, _ in found)
     }
@@ -139,7 +139,7 @@ def test_nothing_of_the_actor_system_listens_off_loopback(start_runtime, kit) ->
 def test_two_runtimes_at_once_do_not_interfere(start_runtime, kit) -> None:
     first = start_runtime(kit.chaos("x", faults={"measure": {"action": "sleep", "seconds": 0.3}}))
     second = start_runtime(kit.chaos("x"))
-    assert first._system.admin_port != second._system.admin_port
+    assert first._link.system.admin_port != second._link.system.admin_port
     assert first.session_id != second.session_id
     assert not set(first.members()) & set(second.members())
     keep = kit.pids(second)

@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
-from servo_actors.actors.declared_times import DECLARED_MAX, DeclaredTimes
 from servo_actors.actors.rules import messages as m
+from servo_actors.actors.runtime.declared_times import DECLARED_MAX, DeclaredTimes
 from servo_actors.connectors.base import Control
 
 pytestmark = pytest.mark.timeout(60)

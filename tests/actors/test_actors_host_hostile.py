@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from servo_actors.actors.host_worker import PROGRESS_MESSAGE_LIMIT
+from servo_actors.actors.host.worker import PROGRESS_MESSAGE_LIMIT
 from servo_actors.actors.linux import processes
 
 pytestmark = pytest.mark.timeout(120)

@@ -85,7 +85,7 @@ def test_an_idle_servo_pings_every_idle_interval_and_a_busy_one_every_interval(s
     assert runtime.lost is None
     # Anything told ends the idle mode: the next pings are half a second apart again.
     assert runtime.status().children
-    assert runtime._watchdog.current_interval == 0.5
+    assert runtime._link.watchdog.current_interval == 0.5
 
 
 def test_a_signal_ends_an_idle_wait_at_once(start_runtime, kit) -> None:

@@ -187,7 +187,7 @@ def _pipe_ends(pid: int, inode: int) -> list[str]:
 def test_only_the_servo_holds_the_write_end_and_exec_programs_hold_neither(start_runtime, kit) -> None:
     runtime = start_runtime(kit.chaos("a"), kit.chaos("b", faults={"measure": {"action": "subprocess"}}))
     grandchild = int(runtime.run("measure").data["annotations"]["b.subprocess"])
-    inode = os.fstat(runtime._system._lifeline.read_fd).st_ino
+    inode = os.fstat(runtime._link.system._lifeline.read_fd).st_ino
     assert "w" in _pipe_ends(os.getpid(), inode)
     members = runtime.members()
     hosts = [child.pid for child in runtime.status().children]
@@ -232,7 +232,7 @@ def test_cutting_the_lifeline_ends_a_system_whose_supervisor_died_first(start_ru
     assert grandchild in members and len(members) >= 3  # admin, logger, the orphaned subprocess
     other = start_runtime(kit.chaos("x"))  # another system of this process must not be touched
     keep = other.members()
-    runtime._system._lifeline.cut()
+    runtime._link.system._lifeline.cut()
     wait_until(lambda: not runtime.members(), GONE_BOUND, what="every process of the cut system gone")
     assert all(processes.is_running(pid) for pid in keep)
     assert other.run("check").ok

@@ -164,7 +164,9 @@ def test_a_reply_from_a_replaced_generation_is_dropped(start_runtime, kit) -> No
     op = runtime.begin("measure")
     forged = ConnectorOutcome("stuck", data={"metrics": {"forged": {}}, "annotations": {}})
     # A real message through the real system, as a host of the old generation would send it.
-    runtime._system.tell(runtime._supervisor, m.HostReply(op.request_id, "stuck", old_generation, forged))
+    runtime._link.system.tell(
+        runtime._link.supervisor, m.HostReply(op.request_id, "stuck", old_generation, forged)
+    )
     assert runtime.wait(op, 0.5) is None
     runtime.cancel()
     assert op.result.status == "cancelled"
@@ -195,12 +197,12 @@ def test_thespian_logs_to_the_run_directory(start_runtime, kit, tmp_path: Path) 
 def test_a_begin_that_arrives_after_its_cancel_is_answered_cancelled(start_runtime, kit) -> None:
     runtime = start_runtime(kit.chaos("a"))
     # Thespian does not promise message order: the Cancel may overtake the Begin it cancels.
-    runtime._tell(m.Cancel("cancel-early", "measure-late"))
-    assert runtime._await("cancel-early", 10) is not None
-    runtime._tell(m.Begin("measure-late", "measure"))
+    runtime._link.tell(m.Cancel("cancel-early", "measure-late"))
+    assert runtime._link.await_answer("cancel-early", 10) is not None
+    runtime._link.tell(m.Begin("measure-late", "measure"))
     reply = None
     for _ in range(100):
-        message = runtime._system.listen(0.1)
+        message = runtime._link.system.listen(0.1)
         if isinstance(message, m.Done) and message.request_id == "measure-late":
             reply = message
             break

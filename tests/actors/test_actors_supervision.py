@@ -166,7 +166,7 @@ def test_two_cancels_in_a_row_and_a_cancel_during_startup_are_fine(start_runtime
     runtime.cancel()
     first = kit.pids(runtime)
     # A cancel sent while the previous one's connectors are still starting.
-    runtime._system.tell(runtime._supervisor, m.Cancel("early"))
+    runtime._link.system.tell(runtime._link.supervisor, m.Cancel("early"))
     runtime.cancel()
     assert set(kit.states(runtime).values()) == {"ready"}
     assert not set(kit.pids(runtime).values()) & set(first.values())
@@ -179,8 +179,8 @@ def test_a_cancel_while_fresh_hosts_wait_to_be_forked_forks_each_connector_once(
     runtime = start_runtime(*(kit.chaos(f"c{i}") for i in range(12)))
     supervisor = runtime.status().supervisor_pid
     before = set(kit.pids(runtime).values())
-    runtime._system.tell(runtime._supervisor, m.Cancel("first"))
-    runtime._system.tell(runtime._supervisor, m.Cancel("second"))
+    runtime._link.system.tell(runtime._link.supervisor, m.Cancel("first"))
+    runtime._link.system.tell(runtime._link.supervisor, m.Cancel("second"))
     runtime.cancel()
     assert set(kit.states(runtime).values()) == {"ready"}
     pids = kit.pids(runtime)

@@ -123,6 +123,6 @@ def test_signal_handlers_are_installed_in_one_place() -> None:
         for line in path.read_text().splitlines()
         if re.search(r"\bsignal\.signal\(", line.split("#", 1)[0])
     }
-    assert found == {"signals.py", "actors/host.py"}, found
-    host = (PACKAGE / "actors" / "host.py").read_text()
+    assert found == {"signals.py", "actors/host/actor.py"}, found
+    host = (PACKAGE / "actors" / "host" / "actor.py").read_text()
     assert re.findall(r"signal\.signal\([^)]*\)", host) == ["signal.signal(number, signal.SIG_DFL)"]

@@ -124,7 +124,7 @@ NOT_OURS = {"types/api.py": "servox's own source (docs/interop.md)"}
 
 
 def test_every_python_file_the_documents_name_exists() -> None:
-    """A module named in backquotes (``actors/operation_path.py``, ``servo_actors/...``, a script,
+    """A module named in backquotes (``actors/runtime/operation_path.py``, ``servo_actors/...``, a script,
     a test, or a bare ``gp.py``) is in the repository: moving a module fails here until the page
     that names it moves with it."""
     missing = []

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from servo_actors import logs
-from servo_actors.actors.runtime import ServoRuntime
+from servo_actors.actors.runtime.servo_runtime import ServoRuntime
 from servo_actors.config.models import ServoConfig
 from servo_actors.logs import JSON_KEYS, configure_logging
 from servo_actors.observability.output_capture import (

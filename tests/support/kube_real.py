@@ -530,7 +530,7 @@ def _stat_fields(pid: int) -> list[str] | None:
 
 def connector_pids(marker: str) -> list[int]:
     """The connector hosts of the servo marked ``marker``: each is the leader of its own process
-    group (host.py's setpgrp) without leading a session (the actor system's admin does)."""
+    group (host/actor.py's setpgrp) without leading a session (the actor system's admin does)."""
     found = []
     for pid in marked_pids(marker):
         fields = _stat_fields(pid)

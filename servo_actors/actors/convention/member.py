@@ -34,7 +34,7 @@ from typing import Any
 
 from thespian.actors import Actor, ChildActorExited, PoisonMessage, WakeupMessage
 
-from servo_actors.actors.host import ConnectorHost
+from servo_actors.actors.host.actor import ConnectorHost
 from servo_actors.actors.linux import descendants, lifeline, processes
 from servo_actors.actors.rules import member_messages as mm
 from servo_actors.actors.rules import messages as m

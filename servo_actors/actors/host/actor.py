@@ -23,7 +23,7 @@ operation's shape, and measured once more as the reply it becomes. The worker th
 everything; should it end all the same, its job fails at once and the next job gets a fresh thread.
 
 This module is the actor: its process set-up, its messages, the parent checks and forwarding what
-the worker posted. The worker thread is a ``host_worker.HostWorker`` the host holds, and calling the
+the worker posted. The worker thread is a ``worker.HostWorker`` the host holds, and calling the
 connector and checking what it returns is ``connector_calls`` (plain Python, no Thespian).
 """
 
@@ -41,7 +41,7 @@ from typing import Any
 
 from thespian.actors import Actor, ThespianWatch, WakeupMessage, WatchMessage
 
-from servo_actors.actors.host_worker import (
+from servo_actors.actors.host.worker import (
     INVALID_RESULT,
     HostWorker,
 )

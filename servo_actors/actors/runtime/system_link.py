@@ -1,5 +1,5 @@
 """The runtime's link to its own actor system: telling the supervisor, listening for its answers,
-and watching that the system is alive (``SystemLink``, the base of ``ServoRuntime``).
+and watching that the system is alive (``SystemLink``, which ``ServoRuntime`` holds).
 
 An external ``listen`` returns the next message of any kind, and Thespian does not keep the order of
 messages: an answer may arrive while the runtime is waiting for something else (a ``Cancelled``
@@ -13,7 +13,7 @@ waiting, within a progress slice otherwise, at once in ``idle_wait``: it waits o
 processes); one that is stopped or stops answering, within ``interval + timeout`` (while idle, in
 a SLEEP: ``idle_interval + timeout``). Then the system
 is ``lost``: it is killed at once, the operation in flight resolves ``failed`` with reason
-``supervisor-lost`` (``_lost_under_operation``), and ``ServoRuntime.reboot`` starts a fresh one
+``supervisor-lost`` (the link's ``on_lost``), and ``ServoRuntime.reboot`` starts a fresh one
 (the runner decides how often, see ``supervisor.microreboots``).
 
 Nothing is sent to a supervisor that is stopped (SIGSTOP): Thespian would wait for its
@@ -23,7 +23,6 @@ message waits in the link and goes out once the supervisor runs again.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import itertools
 import logging
@@ -75,7 +74,7 @@ millisecond), so that the idle wait lasts a whole ``liveness.idle_interval`` ins
 read it."""
 PING_KIND = "ping"
 PING_PREFIX = f"{PING_KIND}-"
-"""Request ids of liveness pings start with this (``_new_id``)."""
+"""Request ids of liveness pings start with this (``new_id``)."""
 
 _log = logging.getLogger(__name__)
 _ids = itertools.count(1)
@@ -113,8 +112,10 @@ class SupervisorLost(SupervisorError):
 class SystemLink:
     """The actor system, its supervisor, the answers kept for their askers, and the liveness watch.
 
-    A subclass handles the messages (``_receive``; answers go to ``_keep_answer``) and fails the
-    operation in flight when the system is lost (``_lost_under_operation``).
+    Every message that arrives goes first to ``handle`` (the owner's: progress and results of
+    operations, which it consumes by returning True); an answer it leaves (Ready, Cancelled,
+    Stopped, Status) is kept by request id for ``await_answer``. ``on_lost`` is told why when the
+    system is lost, so the owner can resolve the operation in flight.
     """
 
     def __init__(
@@ -123,31 +124,38 @@ class SystemLink:
         liveness_timeout: float,
         liveness_idle_interval: float | None = None,
         *,
+        handle: Callable[[Any], bool],
+        on_lost: Callable[[str], None],
         subtree_only: bool = False,
     ) -> None:
+        self._handle = handle
+        self._on_lost = on_lost
         self._subtree_only = subtree_only
         """The system is shared (one application of several): a loss kills this link's supervisor
-        with its connectors, never the rest of the system (``_kill_system``)."""
+        with its connectors, never the rest of the system (``kill``)."""
         self._system: ActorSystemHandle | None = None
         self._supervisor: Any = None
         self._supervisor_pid: int | None = None
         self._polled_at = 0.0
-        self._exit_hook: Callable[[], None] | None = None
         self._answers: OrderedDict[str, Any] = OrderedDict()
         self._watchdog = Watchdog(liveness_interval, liveness_timeout, liveness_idle_interval)
         self._checked_at = 0.0
         self._lost: SupervisorLost | None = None
         self._deferred: list[Any] = []
-        """Messages for a supervisor that was stopped when they were told (see ``_tell``), in order.
+        """Messages for a supervisor that was stopped when they were told (see ``tell``), in order.
         Few: no ping goes out while it is stopped, and it is lost within ``liveness.timeout``."""
 
     def _receive(self, message: Any) -> None:
-        """Handle one message (None: nothing arrived); the subclass's."""
-        raise NotImplementedError
-
-    def _lost_under_operation(self, text: str) -> None:
-        """The system was lost (``text`` says why): resolve the operation in flight; the subclass's."""
-        raise NotImplementedError
+        """Handle one message (None: nothing arrived): the owner's ``handle`` first, then an answer
+        is kept for its asker. A Ready or Status names the supervisor's PID, which is watched."""
+        if message is None:
+            return
+        if isinstance(message, (m.Ready, m.Status)):
+            self._supervisor_pid = message.supervisor_pid
+        if self._handle(message):
+            return
+        if isinstance(getattr(message, "request_id", None), str):
+            self._keep_answer(message)
 
     def _keep_answer(self, message: Any) -> None:
         """An answer (Ready, Cancelled, Stopped, Status): kept until asked for, since it may arrive
@@ -161,6 +169,46 @@ class SystemLink:
         self._answers[request_id] = message
         while len(self._answers) > ANSWERS_KEPT:
             self._answers.popitem(last=False)
+
+    # ----- the system ---------------------------------------------------------------------------
+
+    def connect(self, system: ActorSystemHandle, supervisor_class: type) -> None:
+        """Start ``system`` and create the supervisor (an actor of ``supervisor_class``) in it.
+
+        Whatever was kept from an earlier system (answers, the watchdog's state, a loss) is
+        forgotten first. Should the start fail, ``kill`` still finds ``system`` to kill."""
+        self._supervisor_pid, self._lost = None, None
+        self._answers.clear()
+        self._watchdog.reset()
+        self._system = system
+        system.start()
+        self._supervisor = system.create_actor(supervisor_class)
+
+    def refused(self, why: str) -> SupervisorLost:
+        """A system that could not even be reached (a shared one lost as this link joined it): lost
+        as any loss, with nothing to kill. The loss, to raise."""
+        self._lost = SupervisorLost(why)
+        return self._lost
+
+    @property
+    def system(self) -> ActorSystemHandle | None:
+        """The actor system, None before ``connect`` and once killed."""
+        return self._system
+
+    @property
+    def supervisor(self) -> Any:
+        """The supervisor's address in the system (None when there is none)."""
+        return self._supervisor
+
+    @property
+    def watchdog(self) -> Watchdog:
+        """The liveness watch of the system's processes."""
+        return self._watchdog
+
+    @property
+    def deferring(self) -> bool:
+        """Messages wait for a stopped supervisor to run again (see ``tell``)."""
+        return bool(self._deferred)
 
     @property
     def started(self) -> bool:
@@ -205,7 +253,7 @@ class SystemLink:
         Ends at once when a watched process of the actor system ends (a pidfd) or one of
         ``wake_fds`` is readable (a signal), and at the latest when the watchdog must look again
         (a ping, its deadline, a stopped process's: ``Watchdog.next_check``). The watchdog is idle
-        from here until something other than a ping is told (``_tell``): pings go out every
+        from here until something other than a ping is told (``tell``): pings go out every
         ``supervisor.liveness.idle_interval``, so an idle servo wakes about that often.
         Without pidfds (Linux < 5.3) it waits at most ``LIVENESS_INTERVAL`` between looks.
         """
@@ -227,7 +275,7 @@ class SystemLink:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
-            self._receive(self._listen(remaining))
+            self.handle_next(remaining)
 
     def members(self) -> list[int]:
         """Live PIDs of every process of the actor system (admin, logger, supervisor, connectors)."""
@@ -240,7 +288,7 @@ class SystemLink:
 
     # ----- messages ----------------------------------------------------------------------------
 
-    def _tell(self, message: Any) -> None:
+    def tell(self, message: Any) -> None:
         """Send to the supervisor: it never blocks, so this returns at once. Gone: SupervisorLost
         naming what died. Stopped (SIGSTOP): kept in ``_deferred`` and sent once it runs again
         (``_check_liveness``), since Thespian would wait for it for its transmit timeout and then
@@ -252,7 +300,7 @@ class SystemLink:
             stat = processes.proc_stat(self._supervisor_pid)
             if stat is None or not stat.alive:
                 # Thespian would retry a dead address for its transmit timeout.
-                self._lose(self._what_died())
+                self.lose(self._what_died())
             elif stat.state in STOPPED_STATES or self._deferred:
                 self._deferred.append(message)  # behind any already waiting: order is kept
                 return
@@ -263,20 +311,22 @@ class SystemLink:
         try:
             self._system.tell(self._supervisor, message)
         except Exception as exc:  # Thespian's failures are not ServoErrors: name what is wrong
-            self._lose(f"the supervisor cannot be reached ({type(exc).__name__}: {exc})")
-            raise self._lost from None  # type: ignore[misc]  # _lose() just set it: never None here
+            self.lose(f"the supervisor cannot be reached ({type(exc).__name__}: {exc})")
+            raise self._lost from None  # type: ignore[misc]  # lose() just set it: never None here
 
     @staticmethod
-    def _new_id(kind: str) -> str:
+    def new_id(kind: str) -> str:
+        """A fresh request id for a message of ``kind``."""
         return f"{kind}-{os.getpid()}-{next(_ids)}"
 
-    def _require_running(self) -> None:
+    def require_running(self) -> None:
+        """SupervisorLost if the system was lost, SupervisorError if it is not running."""
         if self._lost is not None:
             raise self._lost
         if not self.started or self._supervisor is None:
             raise SupervisorError("the connector runtime is not running")
 
-    def _await(self, request_id: str, timeout: float) -> Any:
+    def await_answer(self, request_id: str, timeout: float) -> Any:
         """The answer to ``request_id`` (kept if it came early); None after ``timeout`` or once the
         system is lost. Messages that arrive meanwhile are handled."""
         deadline = time.monotonic() + timeout
@@ -288,7 +338,11 @@ class SystemLink:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            self._receive(self._listen(remaining))
+            self.handle_next(remaining)
+
+    def handle_next(self, timeout: float) -> None:
+        """Handle the next message within ``timeout`` (at most ``LIVENESS_INTERVAL``), if one comes."""
+        self._receive(self._listen(timeout))
 
     def _listen(self, timeout: float) -> Any:
         """The next message within ``timeout`` (at most ``LIVENESS_INTERVAL``), then a liveness check."""
@@ -315,22 +369,22 @@ class SystemLink:
             self._watch_processes(self._supervisor_pid)
         problem = self._watchdog.verdict(now, processes.proc_stat)
         if problem is not None:
-            self._lose(problem)
+            self.lose(problem)
             return
         if self._deferred and not self._watchdog.stopped("supervisor"):
             self._send_deferred()
         if self._watchdog.ping_due(now):
-            request = m.GetStatus(self._new_id(PING_KIND))
+            request = m.GetStatus(self.new_id(PING_KIND))
             self._watchdog.ping_sent(request.request_id, now)
             with contextlib.suppress(SupervisorLost):
-                self._tell(request)
+                self.tell(request)
 
     def _send_deferred(self) -> None:
         """The supervisor runs again: what was told while it was stopped goes out now, in order."""
         waiting, self._deferred = self._deferred, []
         for message in waiting:
             with contextlib.suppress(SupervisorLost):  # its waiter finds out from ``lost``
-                self._tell(message)
+                self.tell(message)
 
     def _what_died(self) -> str:
         """The verdict on a supervisor found dead: the process whose death explains it (its parent,
@@ -366,17 +420,17 @@ class SystemLink:
         if known:
             self._watchdog.watch("Thespian logger", min(known, key=lambda pid: (started[pid], pid)))
 
-    def _lose(self, why: str) -> None:
+    def lose(self, why: str) -> None:
         """The actor system is lost: kill all of it now, fail the operation in flight."""
         if self._lost is not None:
             return
         text = f"{why}; the actor system was killed and its connectors with it"
         _log.error("%s", text)
         self._lost = SupervisorLost(text)
-        self._lost_under_operation(text)
-        self._kill_system()
+        self._on_lost(text)
+        self.kill()
 
-    def _kill_system(self) -> None:
+    def kill(self) -> None:
         """SIGKILL every process of the actor system at once (crash-only); the run dir stays.
 
         A shared system (``subtree_only``) keeps running: only this link's supervisor and every
@@ -386,9 +440,6 @@ class SystemLink:
         self._answers.clear()
         self._deferred.clear()
         self._watchdog.reset()
-        if self._exit_hook is not None:
-            atexit.unregister(self._exit_hook)
-            self._exit_hook = None
         if system is None:
             return
         if self._subtree_only:

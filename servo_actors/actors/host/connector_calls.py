@@ -1,6 +1,6 @@
 """Calling a host's plain connector and making what it returns plain data of the wire's shape.
 
-Apart from the actor (``host``) and its worker thread (``host_worker``): this is plain Python on
+Apart from the actor (``actor``) and its worker thread (``worker``): this is plain Python on
 the connector alone, no actor state, no thread, no Thespian. Whatever the connector returns goes
 through ``plain_data`` (refused first when it pickles to more than the byte limit) and a shape
 check, so what leaves is plain data or an ``InvalidResult`` saying what is wrong where; a

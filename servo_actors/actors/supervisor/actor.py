@@ -7,7 +7,7 @@ effects that come back are performed here: ``Spawn`` forks a ``ConnectorHost``, 
 non-blocking SIGKILL of the host with everything it started, ``SendToChild``/``Reply`` are sends,
 ``ScheduleWakeup`` is a Thespian wakeup. It never blocks.
 
-What the shell owns itself, because it is about processes rather than rules, is its base
+What the shell holds apart, because it is about processes rather than rules, is its
 ``SupervisedProcesses`` (``supervised_processes.py``): which process each generation is, when one
 is gone (looked at on every tick, as Thespian misses notices), what the connectors leave behind
 (swept after every exit and on every tick), and the children on member systems. Here, besides
@@ -24,12 +24,10 @@ lost (``ChildHostLost``), or no host can take it (``ChildUnplaced``).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import gc
 import logging
 import os
-import select
 import signal
 from collections import deque
 from dataclasses import dataclass
@@ -63,7 +61,7 @@ from servo_actors.actors.rules.supervision_events import (
     StopRequested,
     Tick,
 )
-from servo_actors.actors.supervised_processes import SupervisedProcesses, _now
+from servo_actors.actors.supervisor.supervised_processes import SupervisedProcesses, now
 from servo_actors.actors.transport import child_actors
 from servo_actors.config import defaults
 
@@ -130,11 +128,12 @@ next wakeup is already due, so queued spawns would run back to back with no I/O 
 Measured (2026-12-04): 2 per turn about 2 % faster at 50 connectors, 2 ms slower at 4."""
 
 
-class Supervisor(SupervisedProcesses, Actor):
+class Supervisor(Actor):
     """Supervises the connector hosts of one servo (see module docstring). Driven by the runtime."""
 
     def __init__(self) -> None:
-        super().__init__()  # SupervisedProcesses (the children's bookkeeping), then Thespian's Actor
+        super().__init__()
+        self._children = SupervisedProcesses(self)
         self._tick_idle: float = TICK_IDLE
         # Dies with the admin, its parent; its own children die with it the same way.
         processes.set_parent_death_signal()
@@ -159,10 +158,10 @@ class Supervisor(SupervisedProcesses, Actor):
             self._receive(msg, sender)
         except Exception:
             _log.exception("supervisor failed on %r", msg)
-        if not self._spawns:
+        if not self._children.spawns:
             return None
-        self._keep_spawn_turn_due()
-        return ThespianWatch([self._spawn_ready])
+        self._children.keep_spawn_turn_due()
+        return ThespianWatch([self._children.spawn_ready])
 
     def _receive(self, msg: Any, sender: Any) -> None:
         if isinstance(msg, WakeupMessage):
@@ -173,15 +172,15 @@ class Supervisor(SupervisedProcesses, Actor):
                 self._feed(Tick())
             elif isinstance(msg.payload, _PollDue):
                 self._poll_due = False
-                self._feed(*self._poll_processes())
+                self._feed(*self._children.poll())
         elif isinstance(msg, WatchMessage):
             self._spawn_turn()
         elif isinstance(msg, ChildActorExited):
-            proc = self._by_address(msg.childAddress)
+            proc = self._children.by_address(msg.childAddress)
             # Thespian sends duplicates, and a stale address can compare equal to a fresh child's
             # not yet connected one: believe the notice only for a process known to be gone.
-            if proc is not None and proc.pid is not None and not self._running(proc):
-                self._feed(self._gone(proc))
+            if proc is not None and proc.pid is not None and not self._children.running(proc):
+                self._feed(self._children.gone(proc))
             # Which process a notice is for is not always known (see above): look at them all,
             # once for the notices that come together.
             if not self._poll_due:
@@ -194,19 +193,20 @@ class Supervisor(SupervisedProcesses, Actor):
         elif isinstance(msg, PoisonMessage):
             _log.error("a message the supervisor sent could not be handled: %s", msg.details)
         else:
-            remote = self._remote.handle(msg, sender, _now()) if self._remote is not None else None
+            members = self._children.remote
+            remote = members.handle(msg, sender, now()) if members is not None else None
             if remote is not None:
-                self._feed(*self._from_members(remote))
+                self._feed(*self._children.from_members(remote))
             else:
                 event = self._event_for(msg, sender)
                 if event is not None:
                     self._feed(event)
-        if self._sweep_due:
+        if self._children.sweep_due:
             # Once for every host found gone while handling this message, not once each.
-            self._sweep_due = False
+            self._children.sweep_due = False
             descendants.sweep(descendants.thespian_children(self))
         delay = self._tick_delay()
-        if self._tick_at - _now() > delay:
+        if self._tick_at - now() > delay:
             self._schedule_tick(delay)
 
     def _event_for(self, msg: Any, sender: Any) -> Event | None:
@@ -216,9 +216,9 @@ class Supervisor(SupervisedProcesses, Actor):
         if isinstance(msg, m.HostReply):
             return ChildReplied(msg.name, msg.generation, msg.request_id, msg.outcome, msg.claimed)
         if isinstance(msg, m.HostReady):
-            proc = self._processes.get(msg.generation)
+            proc = self._children.get(msg.generation)
             if proc is not None and proc.where is not None:
-                self._learn_address(proc, sender)  # its member's word may still be on the way
+                self._children.learn_address(proc, sender)  # its member's word may still be on the way
             elif proc is not None and proc.pid is None:  # only if Thespian did not tell at spawn
                 proc.pid, proc.started = msg.pid, processes.start_ticks(msg.pid)
             return ChildReady(msg.name, msg.generation, msg.pid)
@@ -234,8 +234,8 @@ class Supervisor(SupervisedProcesses, Actor):
             return StopRequested(msg.request_id, sender)
         if isinstance(msg, m.Reconfigure):
             convention = getattr(msg.settings, "convention", None)
-            if self._remote is not None and convention is not None:
-                self._remote.reconfigure(convention)
+            if self._children.remote is not None and convention is not None:
+                self._children.remote.reconfigure(convention)
             return StopRequested(msg.request_id, sender, msg)
         return None
 
@@ -247,8 +247,8 @@ class Supervisor(SupervisedProcesses, Actor):
         self._owner_sid = owner.sid if owner else None
         convention = getattr(msg.settings, "convention", None)
         if convention is not None:
-            self._remote = RemoteHosts(
-                convention, send=self.send, deregister=self.deRegisterRemoteSystem, now=_now()
+            self._children.remote = RemoteHosts(
+                convention, send=self.send, deregister=self.deRegisterRemoteSystem, now=now()
             )
             self.notifyOnSystemRegistrationChanges(True)  # members joining are announced to us
         self._tick_idle = getattr(msg.settings, "idle_interval", TICK_IDLE)
@@ -259,8 +259,8 @@ class Supervisor(SupervisedProcesses, Actor):
 
     def _status(self, request_id: str) -> m.Status:
         statuses = self._rules.statuses()
-        if self._remote is not None:
-            remote = self._remote
+        remote = self._children.remote
+        if remote is not None:
             statuses = tuple(
                 dataclasses.replace(s, where=remote.where(s.name)) if remote.placed(s.name) else s
                 for s in statuses
@@ -279,7 +279,7 @@ class Supervisor(SupervisedProcesses, Actor):
         """Hand ``events`` to the rules and perform the effects, and the events those lead to."""
         pending = deque(events)
         while pending:
-            for effect in self._rules.handle(pending.popleft(), _now()):
+            for effect in self._rules.handle(pending.popleft(), now()):
                 try:
                     pending.extend(self._perform(effect))
                 except Exception:
@@ -289,24 +289,24 @@ class Supervisor(SupervisedProcesses, Actor):
 
     def _perform(self, effect: Effect) -> list[Event]:
         if isinstance(effect, Spawn):
-            if self._remote is not None and self._remote.placed(effect.name):
-                return self._spawn_remote(effect)
-            self._spawns.append(effect)  # forked in a later turn (receiveMessage)
+            if self._children.remote is not None and self._children.remote.placed(effect.name):
+                return self._children.spawn_remote(effect)
+            self._children.spawns.append(effect)  # forked in a later turn (receiveMessage)
             return []
         if isinstance(effect, Kill):
-            return self._kill(effect)
+            return self._children.kill(effect)
         if isinstance(effect, SendToChild):
-            proc = self._processes.get(effect.generation)
+            proc = self._children.get(effect.generation)
             if proc is not None and proc.address is None and proc.outbox is not None:
                 proc.outbox.append(effect.message)
             elif proc is not None:
                 self.send(proc.address, effect.message)
         elif isinstance(effect, Reply):
-            if isinstance(effect.message, m.Stopped) and self._remote is not None:
-                self._remote.detach_all()  # members drop what they hosted for us at once
+            if isinstance(effect.message, m.Stopped) and self._children.remote is not None:
+                self._children.remote.detach_all()  # members drop what they hosted for us at once
             self.send(effect.to, effect.message)
         elif isinstance(effect, ScheduleWakeup):
-            self.wakeupAfter(timedelta(seconds=max(0.0, effect.at - _now())), _RulesDue())
+            self.wakeupAfter(timedelta(seconds=max(0.0, effect.at - now())), _RulesDue())
         elif isinstance(effect, Escalate):
             if self._owner is not None:
                 self.send(self._owner, m.ConnectorFailed(effect.connector, effect.message))
@@ -314,19 +314,13 @@ class Supervisor(SupervisedProcesses, Actor):
             descendants.sweep_until_clean(descendants.thespian_children(self))  # the servo may exit next
         return []
 
-    def _keep_spawn_turn_due(self) -> None:
-        """Keep the spawn pipe readable while spawns wait (looked at after every message)."""
-        if not select.select([self._spawn_ready], [], [], 0)[0]:
-            with contextlib.suppress(BlockingIOError):
-                os.write(self._spawn_signal, b"s")
-
     def _spawn_turn(self) -> None:
         """Fork the next ``SPAWNS_PER_TURN`` queued hosts; the rest wait for the next turn."""
         started = []
-        for _ in range(min(SPAWNS_PER_TURN, len(self._spawns))):
-            spawn = self._spawns.popleft()
+        for _ in range(min(SPAWNS_PER_TURN, len(self._children.spawns))):
+            spawn = self._children.spawns.popleft()
             try:
-                started.append(self._spawn_process(spawn))
+                started.append(self._children.spawn(spawn))
             except Exception:
                 # The rules' startup deadline recovers: a spawn that failed never answers.
                 _log.exception("supervisor could not start %s (generation %d)", spawn.name, spawn.generation)
@@ -337,14 +331,15 @@ class Supervisor(SupervisedProcesses, Actor):
     def _schedule_tick(self, delay: float) -> None:
         # A new token retires the pending tick: one chain of ticks at a time.
         self._tick_token += 1
-        self._tick_at = _now() + delay
+        self._tick_at = now() + delay
         self.wakeupAfter(timedelta(seconds=delay), _TickDue(self._tick_token))
 
     def _tick_delay(self) -> float:
         # Busy while addresses wait to be forgotten too: the forgetting happens on a tick.
-        delay = TICK_BUSY if self._rules.busy or self._forget else self._tick_idle
-        if self._remote is not None:  # heartbeats and placement grace keep their own time
-            delay = min(delay, max(TICK_MIN, self._remote.next_due() - _now()))
+        delay = TICK_BUSY if self._rules.busy or self._children.forgetting else self._tick_idle
+        remote = self._children.remote
+        if remote is not None:  # heartbeats and placement grace keep their own time
+            delay = min(delay, max(TICK_MIN, remote.next_due() - now()))
         return delay
 
     def _tick(self) -> None:
@@ -352,22 +347,20 @@ class Supervisor(SupervisedProcesses, Actor):
         self._schedule_tick(self._tick_delay())
         if self._owner_pid is not None and not processes.is_running(self._owner_pid, self._owner_started):
             self._self_destruct()
-        gone = self._poll_processes()
+        gone = self._children.poll()
         descendants.sweep(descendants.thespian_children(self))
-        remote = self._from_members(self._remote.tick(_now())) if self._remote is not None else []
+        members = self._children.remote
+        remote = self._children.from_members(members.tick(now())) if members is not None else []
         self._feed(*gone, *remote, Tick())
         # Addresses of children gone for a tick: Thespian has handled their exit by now.
-        now = _now()
-        while self._forget and now - self._forget[0][0] >= TICK_BUSY:
-            child_actors.forget_child(self, self._forget.pop(0)[1])
+        self._children.forget_gone(now(), TICK_BUSY)
 
     def _self_destruct(self) -> None:
         """The servo that owns this system is gone: kill every process of the session, then ourselves."""
-        if self._remote is not None:
-            self._remote.detach_all()  # best effort: members also notice our silence
-        for proc in self._processes.values():
-            if proc.pid is not None and proc.where is None:
-                descendants.kill_tree(proc.pid)
+        if self._children.remote is not None:
+            self._children.remote.detach_all()  # best effort: members also notice our silence
+        for pid in self._children.local_pids():
+            descendants.kill_tree(pid)
         descendants.sweep_until_clean(set())  # hosts included: we are about to exit
         me, admin, sid = os.getpid(), os.getppid(), os.getsid(0)
         if sid > 1 and sid != self._owner_sid:

@@ -1,8 +1,8 @@
 """The supervisor's child processes: spawning, killing, forgetting and polling them.
 
-``SupervisedProcesses`` is the base of the ``Supervisor`` actor (``supervisor.py``): the part that
-is about processes rather than rules or messages, apart so that the actor reads as the
-translation it is (messages in, the rules' effects out). It holds:
+``SupervisedProcesses`` is held by the ``Supervisor`` actor (``actor.py``): the part that is
+about processes rather than rules or messages, apart so that the actor reads as the translation
+it is (messages in, the rules' effects out). It holds:
 
 - which process each generation is (``ChildProcess``: address, PID and start time), and when one
   is gone: a ``ChildActorExited`` is believed only for a process that no longer runs, and every
@@ -11,21 +11,25 @@ translation it is (messages in, the rules' effects out). It holds:
 - what the connectors leave behind: the supervisor is a child subreaper, sweeps orphans after
   every exit and on every tick, and sweeps until clean before it answers a stop
   (``descendants``).
-- the children placed on member systems (``RemoteHosts``): started and killed there by their
-  member, known by where they run (``where``), never by a local PID.
+- the children placed on member systems (``remote``, a ``RemoteHosts`` once the supervisor has its
+  convention): started and killed there by their member, known by where they run (``where``),
+  never by a local PID;
+- the spawns the rules asked for and not yet performed (``spawns``), forked a few per turn of the
+  actor's message loop: ``spawn_ready`` is readable while any wait (``keep_spawn_turn_due``).
 
-It imports no Thespian: the actor's ``send`` and ``createActor`` come from ``Actor``, the
-``Supervisor``'s other base.
+It imports no Thespian: it is given the actor (``ParentActor``: its ``send`` and
+``createActor``, and Thespian's records of its children, which ``child_actors`` reads).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from servo_actors.actors.convention.remote_hosts import (
     HostLost,
@@ -36,7 +40,7 @@ from servo_actors.actors.convention.remote_hosts import (
     RemoteSpawnFailed,
     Unplaced,
 )
-from servo_actors.actors.host import ConnectorHost, forking
+from servo_actors.actors.host.actor import ConnectorHost, forking
 from servo_actors.actors.linux import descendants, processes
 from servo_actors.actors.rules import messages as m
 from servo_actors.actors.rules.supervision_events import (
@@ -52,7 +56,7 @@ from servo_actors.actors.rules.supervision_events import (
 )
 from servo_actors.actors.transport import child_actors
 
-__all__ = ["ChildProcess", "SupervisedProcesses"]
+__all__ = ["ChildProcess", "ParentActor", "SupervisedProcesses", "now"]
 
 
 @dataclass
@@ -71,72 +75,106 @@ class ChildProcess:
     """Messages for a placed child whose address is not known yet (sent once it is)."""
 
 
-def _now() -> float:
+def now() -> float:
+    """The supervisor's clock (monotonic seconds), the one its rules are handed."""
     return time.monotonic()
 
 
+class ParentActor(Protocol):
+    """The Thespian actor whose children these are (the ``Supervisor``)."""
+
+    def send(self, target: Any, message: Any) -> None: ...
+
+    def createActor(self, actorClass: Any) -> Any: ...  # noqa: N802, N803  # Thespian's names
+
+
 class SupervisedProcesses:
-    """The child processes of one supervisor (see module docstring): the base of ``Supervisor``."""
+    """The child processes of one supervisor (see module docstring)."""
 
-    # Thespian's Actor, the Supervisor's other base, has these (untyped).
-    send: Callable[[Any, Any], None]
-    createActor: Callable[..., Any]
-
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, actor: ParentActor) -> None:
+        self._actor = actor
         self._processes: dict[int, ChildProcess] = {}
         self._forget: list[tuple[float, Any]] = []
-        """(When, address) of the children gone: Thespian forgets them a tick later (``_tick``)."""
-        self._remote: RemoteHosts | None = None
-        self._spawns: deque[Spawn] = deque()
+        """(When, address) of the children gone: Thespian forgets them a tick later (``forget_gone``)."""
+        self.remote: RemoteHosts | None = None
+        """The children on member systems, once the supervisor has a convention."""
+        self.spawns: deque[Spawn] = deque()
         """Spawns the rules asked for, not performed yet (``supervisor.SPAWNS_PER_TURN``)."""
-        self._spawn_ready, self._spawn_signal = os.pipe()
+        self.spawn_ready, self._spawn_signal = os.pipe()
         os.set_blocking(self._spawn_signal, False)
-        self._sweep_due = False
+        self.sweep_due = False
         """A host is gone since the last sweep: sweep once at the end of this message."""
+
+    def get(self, generation: int) -> ChildProcess | None:
+        """The process of ``generation``, while it is known."""
+        return self._processes.get(generation)
+
+    def local_pids(self) -> list[int]:
+        """PIDs of the children that run here (not on a member system)."""
+        return [p.pid for p in self._processes.values() if p.pid is not None and p.where is None]
+
+    def keep_spawn_turn_due(self) -> None:
+        """Keep ``spawn_ready`` readable while spawns wait (looked at after every message)."""
+        if not select.select([self.spawn_ready], [], [], 0)[0]:
+            with contextlib.suppress(BlockingIOError):
+                os.write(self._spawn_signal, b"s")
+
+    @property
+    def forgetting(self) -> bool:
+        """Addresses of children gone wait to be forgotten (``forget_gone``)."""
+        return bool(self._forget)
+
+    def forget_gone(self, at: float, after: float) -> None:
+        """Drop Thespian's records of children gone for ``after`` seconds at ``at`` (by then Thespian
+        has handled their exit)."""
+        while self._forget and at - self._forget[0][0] >= after:
+            child_actors.forget_child(self._actor, self._forget.pop(0)[1])
 
     # ----- spawning and killing ----------------------------------------------------------------
 
-    def _spawn_process(self, spawn: Spawn) -> ChildStarted:
+    def spawn(self, spawn: Spawn) -> ChildStarted:
         """Fork a ConnectorHost for this generation and hand it its spec."""
-        with forking(spawn.spec, spawn.generation, (self._spawn_ready, self._spawn_signal)):
-            address = self.createActor(ConnectorHost)
-        pid = child_actors.child_pid(self, address)
+        with forking(spawn.spec, spawn.generation, (self.spawn_ready, self._spawn_signal)):
+            address = self._actor.createActor(ConnectorHost)
+        pid = child_actors.child_pid(self._actor, address)
         started = processes.start_ticks(pid) if pid is not None else None
         self._processes[spawn.generation] = ChildProcess(spawn.name, spawn.generation, address, pid, started)
-        self.send(address, m.HostInit(spawn.spec, spawn.generation, os.getpid()))
+        self._actor.send(address, m.HostInit(spawn.spec, spawn.generation, os.getpid()))
         return ChildStarted(spawn.name, spawn.generation, pid)
 
-    def _kill(self, kill: Kill) -> list[Event]:
-        queued = next((s for s in self._spawns if s.generation == kill.generation), None)
+    def kill(self, kill: Kill) -> list[Event]:
+        """Kill the generation ``kill`` names (a queued spawn is dropped); the events once it is gone."""
+        queued = next((s for s in self.spawns if s.generation == kill.generation), None)
         if queued is not None:
-            self._spawns.remove(queued)  # never forked: nothing to kill
+            self.spawns.remove(queued)  # never forked: nothing to kill
         proc = self._processes.get(kill.generation)
         if proc is None:  # already reported gone (or never started): the rules ignore a repeat
             return [ChildExited(kill.name, kill.generation, None)]
         if proc.where is not None:
-            assert self._remote is not None
+            assert self.remote is not None
             # Its member kills it (group, descendants, cgroup) and says when it is gone.
-            if self._remote.kill(proc.name, proc.generation, _now()):
+            if self.remote.kill(proc.name, proc.generation, now()):
                 self._processes.pop(proc.generation, None)
                 return [ChildExited(proc.name, proc.generation, None)]
             return []
         if self._kill_process(proc):
-            return [self._gone(proc)]
+            return [self.gone(proc)]
         return []
 
     def _kill_process(self, proc: ChildProcess) -> bool:
         """SIGKILL ``proc`` with its group, descendants and cgroup if it still runs; True once gone."""
         if proc.pid is None:
-            proc.pid = child_actors.child_pid(self, proc.address)  # PID never learnt: ask Thespian again
+            proc.pid = child_actors.child_pid(
+                self._actor, proc.address
+            )  # PID never learnt: ask Thespian again
             proc.started = processes.start_ticks(proc.pid) if proc.pid is not None else None
         if proc.pid is not None:
-            if not self._running(proc):
+            if not self.running(proc):
                 return True
             descendants.kill_tree(proc.pid)
             return False
         claimed = {p.pid for p in self._processes.values() if p.pid is not None}
-        hosts = descendants.thespian_children(self)
+        hosts = descendants.thespian_children(self._actor)
         strays = descendants.unclaimed_children(processes.children_of(os.getpid()), claimed, hosts)
         for pid in strays:
             descendants.kill_tree(pid)
@@ -144,21 +182,22 @@ class SupervisedProcesses:
 
     # ----- children on member systems ----------------------------------------------------------
 
-    def _spawn_remote(self, spawn: Spawn) -> list[Event]:
+    def spawn_remote(self, spawn: Spawn) -> list[Event]:
         """Ask a member offering the child's capability to start it (or wait for one)."""
-        assert self._remote is not None
+        assert self.remote is not None
         proc = ChildProcess(spawn.name, spawn.generation, None, None, None, where="?", outbox=[])
         self._processes[spawn.generation] = proc
-        return self._from_members(self._remote.spawn(spawn.spec, spawn.generation, _now()))
+        return self.from_members(self.remote.spawn(spawn.spec, spawn.generation, now()))
 
-    def _learn_address(self, proc: ChildProcess, address: Any) -> None:
+    def learn_address(self, proc: ChildProcess, address: Any) -> None:
+        """A placed child's address is known: what waited for it goes out now."""
         if proc.address is None and address is not None:
             proc.address = address
             for message in proc.outbox or ():
-                self.send(address, message)
+                self._actor.send(address, message)
             proc.outbox = None
 
-    def _from_members(self, events: list[Any]) -> list[Event]:
+    def from_members(self, events: list[Any]) -> list[Event]:
         """The rules' events for what RemoteHosts reports about the children on member systems."""
         out: list[Event] = []
         for event in events:
@@ -170,7 +209,7 @@ class SupervisedProcesses:
                 continue
             if isinstance(event, RemoteSpawned):
                 proc.where, proc.pid = event.member, event.pid
-                self._learn_address(proc, event.address)
+                self.learn_address(proc, event.address)
                 out.append(ChildStarted(event.name, event.generation, event.pid, event.member))
                 continue
             self._processes.pop(event.generation, None)
@@ -187,33 +226,34 @@ class SupervisedProcesses:
     # ----- processes ---------------------------------------------------------------------------
 
     @staticmethod
-    def _running(proc: ChildProcess) -> bool:
+    def running(proc: ChildProcess) -> bool:
+        """``proc`` still runs (one on a member system is taken to, until its member says not)."""
         if proc.where is not None:
             return True  # on a member: its member agent says when it is gone
         return proc.pid is not None and processes.is_running(proc.pid, proc.started)
 
-    def _by_address(self, address: Any) -> ChildProcess | None:
+    def by_address(self, address: Any) -> ChildProcess | None:
         for proc in self._processes.values():
             if proc.address is not None and proc.address == address:
                 return proc
         return None
 
-    def _gone(self, proc: ChildProcess) -> ChildExited:
+    def gone(self, proc: ChildProcess) -> ChildExited:
         """``proc`` no longer runs: forget it, sweep what it left, and say how it ended."""
         self._processes.pop(proc.generation, None)
-        self._forget.append((_now(), proc.address))
+        self._forget.append((now(), proc.address))
         code = child_actors.pop_exit_code(proc.pid, proc.started)
         if code is None and proc.pid is not None:
             code = processes.exit_status_nowait(proc.pid)
         if code is None:  # reaped by multiprocessing when another host was forked
-            code = child_actors.reaped_exit_code(self, proc.pid)
-        self._sweep_due = True
+            code = child_actors.reaped_exit_code(self._actor, proc.pid)
+        self.sweep_due = True
         return ChildExited(proc.name, proc.generation, code)
 
-    def _poll_processes(self) -> list[Event]:
+    def poll(self) -> list[Event]:
         """Exits nobody told us about (see the module docstring)."""
         return [
-            self._gone(proc)
+            self.gone(proc)
             for proc in list(self._processes.values())
-            if proc.pid is not None and not self._running(proc)
+            if proc.pid is not None and not self.running(proc)
         ]

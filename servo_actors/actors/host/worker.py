@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from servo_actors.actors.connector_calls import (
+from servo_actors.actors.host.connector_calls import (
     ConnectorCalls,
     InvalidResult,
     build_connector,
