@@ -19,6 +19,7 @@ from servo_actors.connectors.kubernetes.config import DeploymentConfig, Kubernet
 from servo_actors.connectors.kubernetes.settings import ClusterStateError, find_container, resource_value
 
 __all__ = [
+    "Access",
     "OPTIONAL_ACCESS",
     "REQUIRED_ACCESS",
     "ROLLBACK_ACCESS",
@@ -28,6 +29,9 @@ __all__ = [
     "check_deployment",
     "check_namespace",
     "check_reachable",
+    "denied",
+    "qualified",
+    "remedy",
     "required_access",
     "run_checks",
 ]
@@ -55,28 +59,75 @@ def _result(name: str, success: bool, message: str) -> dict[str, Any]:
     return {"name": name, "success": success, "message": message}
 
 
+Access = tuple[tuple[str, str, tuple[str, ...]], ...]
+"""(API group, resource, verbs) rows, as REQUIRED_ACCESS."""
+
+
 def run_checks(client: KubeClient, config: KubernetesConfig) -> list[dict[str, Any]]:
+    """Reachable; then, per namespace the workloads are in, the permissions and the namespace;
+    then each workload."""
     reachable = check_reachable(client)
     if not reachable["success"]:
         return [reachable]
-    results = [
-        reachable,
-        check_access(client, config.namespace, required_access(config)),
-        check_namespace(client, config.namespace, with_statefulsets=bool(config.statefulsets)),
-    ]
-    for deployment in config.workloads:
-        results.extend(check_deployment(client, config.namespace, deployment))
+    results = [reachable]
+    namespaces: dict[str, Access] = {}
+    with_statefulsets: dict[str, bool] = {}
+    for part in config.groups():
+        wanted = namespaces.get(part.namespace, ())
+        namespaces[part.namespace] = _union(wanted, required_access(part))
+        with_statefulsets[part.namespace] = with_statefulsets.get(part.namespace, False) or bool(part.statefulsets)
+    single = len(namespaces) == 1
+    for namespace, wanted in namespaces.items():
+        name = "permissions" if single else f"permissions ({namespace})"
+        results.append(check_access(client, namespace, wanted, name=name))
+        results.append(check_namespace(client, namespace, with_statefulsets=with_statefulsets[namespace]))
+    for workload in config.workloads:
+        results.extend(check_deployment(client, config.namespace_of(workload), workload))
     return results
 
 
-def required_access(config: KubernetesConfig) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
-    """REQUIRED_ACCESS, and what the configured StatefulSets (and their rollback) need besides."""
+def required_access(config: KubernetesConfig) -> Access:
+    """REQUIRED_ACCESS, what the configured StatefulSets (and their rollback) need besides, and
+    the config's own ``permissions``."""
     wanted = REQUIRED_ACCESS
     if config.statefulsets:
         wanted += STATEFULSET_ACCESS
-        if config.on_failure == "rollback":
+        if any((s.on_failure or config.on_failure) == "rollback" for s in config.statefulsets):
             wanted += ROLLBACK_ACCESS
-    return wanted
+    extra = tuple((rule.group, resource, tuple(rule.verbs)) for rule in config.permissions for resource in rule.resources)
+    return _union(wanted, extra)
+
+
+def _union(first: Access, second: Access) -> Access:
+    """``first`` then the verbs of ``second`` it lacks, one row per (group, resource), in order."""
+    rows: dict[tuple[str, str], list[str]] = {}
+    for group, resource, verbs in (*first, *second):
+        listed = rows.setdefault((group, resource), [])
+        listed.extend(v for v in verbs if v not in listed)
+    return tuple((group, resource, tuple(verbs)) for (group, resource), verbs in rows.items())
+
+
+def qualified(group: str, resource: str) -> str:
+    """``deployments.apps``, or ``pods`` for the core group: as kubectl names a resource."""
+    return f"{resource}.{group}" if group else resource
+
+
+def remedy(namespace: str, denied: list[tuple[str, str, str]]) -> str:
+    """What to grant, as the rules to add to the Role bound to the servo's account (one per
+    resource), and the kubectl command that shows whether it took."""
+    rules: dict[tuple[str, str], list[str]] = {}
+    for group, resource, verb in denied:
+        rules.setdefault((group, resource), []).append(verb)
+    shown = ", ".join(
+        f'{{apiGroups: ["{group}"], resources: ["{resource}"], verbs: [{", ".join(verbs)}]}}'
+        for (group, resource), verbs in rules.items()
+    )
+    group, resource, verb = denied[0]
+    return (
+        f"add to the rules of the Role bound to the servo's account in namespace {namespace!r}: {shown} "
+        f"(deploy/kubernetes/role.yaml grants every verb the connector uses); then "
+        f"`kubectl auth can-i {verb} {qualified(group, resource)} -n {namespace}` with the servo's credentials says yes"
+    )
 
 
 def check_reachable(client: KubeClient) -> dict[str, Any]:
@@ -90,47 +141,51 @@ def check_reachable(client: KubeClient) -> dict[str, Any]:
 
 
 def allowed(client: KubeClient, namespace: str, group: str, resource: str, verb: str) -> bool:
+    """The API server's answer to a SelfSubjectAccessReview; ``resource`` may name a subresource
+    (``pods/log``)."""
+    plural, _, subresource = resource.partition("/")
+    attributes = {"namespace": namespace, "group": group, "resource": plural, "verb": verb}
+    if subresource:
+        attributes["subresource"] = subresource
     review = {
         "apiVersion": "authorization.k8s.io/v1",
         "kind": "SelfSubjectAccessReview",
-        "spec": {
-            "resourceAttributes": {"namespace": namespace, "group": group, "resource": resource, "verb": verb}
-        },
+        "spec": {"resourceAttributes": attributes},
     }
     answer = client.create(ACCESS_REVIEW_PATH, review)
     return bool((answer.get("status") or {}).get("allowed"))
 
 
 def check_access(
-    client: KubeClient, namespace: str, wanted: tuple[tuple[str, str, tuple[str, ...]], ...] = REQUIRED_ACCESS
+    client: KubeClient, namespace: str, wanted: Access = REQUIRED_ACCESS, name: str = "permissions"
 ) -> dict[str, Any]:
-    name = "permissions"
+    """Each verb of ``wanted`` asked of the API server (SelfSubjectAccessReview); a refusal names
+    every verb missing and the rules that grant them."""
     try:
-        missing = _denied(client, namespace, wanted)
-        optional = _denied(client, namespace, OPTIONAL_ACCESS)
+        missing = denied(client, namespace, wanted)
+        optional = denied(client, namespace, OPTIONAL_ACCESS)
     except KubeError as exc:
         return _result(name, False, f"cannot ask for a SelfSubjectAccessReview: {exc}")
     note = ""
     if optional:
-        note = f"; without {', '.join(optional)}, measure reports no CPU/memory usage"
+        shown = ", ".join(f"{verb} {qualified(group, resource)}" for group, resource, verb in optional)
+        note = f"; without {shown}, measure reports no CPU/memory usage"
     if missing:
+        shown = ", ".join(f"{verb} {qualified(group, resource)}" for group, resource, verb in missing)
         return _result(
-            name, False,
-            f"not allowed in namespace {namespace!r}: {', '.join(missing)} "
-            f"(grant them with the Role in deploy/kubernetes){note}",
-        )  # fmt: skip
+            name, False, f"not allowed in namespace {namespace!r}: {shown} ({remedy(namespace, missing)}){note}"
+        )
     return _result(name, True, f"every verb the connector uses is allowed in namespace {namespace!r}{note}")
 
 
-def _denied(
-    client: KubeClient, namespace: str, wanted: tuple[tuple[str, str, tuple[str, ...]], ...]
-) -> list[str]:
-    denied = []
+def denied(client: KubeClient, namespace: str, wanted: Access) -> list[tuple[str, str, str]]:
+    """The (group, resource, verb) of ``wanted`` the API server says the credentials may not use."""
+    refused = []
     for group, resource, verbs in wanted:
         for verb in verbs:
             if not allowed(client, namespace, group, resource, verb):
-                denied.append(f"{verb} {resource}{'.' + group if group else ''}")
-    return denied
+                refused.append((group, resource, verb))
+    return refused
 
 
 def check_namespace(client: KubeClient, namespace: str, with_statefulsets: bool = False) -> dict[str, Any]:
@@ -165,11 +220,15 @@ def check_deployment(client: KubeClient, namespace: str, config: DeploymentConfi
         for resource, bounds in (("cpu", container_config.cpu), ("memory", container_config.memory)):
             if bounds is None:
                 continue
-            value = resource_value(container, resource, bounds.set)
+            order = bounds.reported()
+            value = resource_value(container, resource, order)
             if value is None:
-                problems.append(
-                    f"container {container_config.name!r} has neither a {resource} request nor a limit"
+                missing = (
+                    f"neither a {resource} request nor a limit"
+                    if len(order) > 1
+                    else f"no {resource} {order[0]} (get: [{order[0]}])"
                 )
+                problems.append(f"container {container_config.name!r} has {missing}")
             else:
                 notes.append(f"{container_config.name} {resource} {value}")
     if deployment.get("spec", {}).get("paused"):
