@@ -75,7 +75,9 @@ def run_checks(client: KubeClient, config: KubernetesConfig) -> list[dict[str, A
     for part in config.groups():
         wanted = namespaces.get(part.namespace, ())
         namespaces[part.namespace] = _union(wanted, required_access(part))
-        with_statefulsets[part.namespace] = with_statefulsets.get(part.namespace, False) or bool(part.statefulsets)
+        with_statefulsets[part.namespace] = with_statefulsets.get(part.namespace, False) or bool(
+            part.statefulsets
+        )
     single = len(namespaces) == 1
     for namespace, wanted in namespaces.items():
         name = "permissions" if single else f"permissions ({namespace})"
@@ -94,7 +96,11 @@ def required_access(config: KubernetesConfig) -> Access:
         wanted += STATEFULSET_ACCESS
         if any((s.on_failure or config.on_failure) == "rollback" for s in config.statefulsets):
             wanted += ROLLBACK_ACCESS
-    extra = tuple((rule.group, resource, tuple(rule.verbs)) for rule in config.permissions for resource in rule.resources)
+    extra = tuple(
+        (rule.group, resource, tuple(rule.verbs))
+        for rule in config.permissions
+        for resource in rule.resources
+    )
     return _union(wanted, extra)
 
 
@@ -173,7 +179,9 @@ def check_access(
     if missing:
         shown = ", ".join(f"{verb} {qualified(group, resource)}" for group, resource, verb in missing)
         return _result(
-            name, False, f"not allowed in namespace {namespace!r}: {shown} ({remedy(namespace, missing)}){note}"
+            name,
+            False,
+            f"not allowed in namespace {namespace!r}: {shown} ({remedy(namespace, missing)}){note}",
         )
     return _result(name, True, f"every verb the connector uses is allowed in namespace {namespace!r}{note}")
 

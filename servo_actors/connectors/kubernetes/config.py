@@ -200,7 +200,9 @@ class ContainerConfig(StrictModel):
         tuned = {e.name for e in self.env}
         for name in self.static_environment_variables:
             if not _ENV_NAME.fullmatch(name):
-                raise ValueError(f"static_environment_variables: {name!r} is not a valid environment variable name")
+                raise ValueError(
+                    f"static_environment_variables: {name!r} is not a valid environment variable name"
+                )
             if name in tuned:
                 raise ValueError(
                     f"static_environment_variables: {name!r} is also a tuned env setting "
@@ -315,7 +317,9 @@ class PermissionRule(StrictModel):
     def _resources(cls, value: list[str]) -> list[str]:
         for resource in value:
             if not re.fullmatch(r"[a-z][a-z0-9.-]*(/[a-z][a-z0-9.-]*)?", resource):
-                raise ValueError(f"{resource!r} is not a resource (plural, lower case: pods, deployments, pods/log)")
+                raise ValueError(
+                    f"{resource!r} is not a resource (plural, lower case: pods, deployments, pods/log)"
+                )
         return value
 
     @field_validator("verbs")

@@ -376,7 +376,9 @@ class _PartReading:
             else:
                 try:
                     if deployment not in usages:  # one read for cpu and memory
-                        usages[deployment] = measurement.usage(client, namespace, deployment, kinds[deployment])
+                        usages[deployment] = measurement.usage(
+                            client, namespace, deployment, kinds[deployment]
+                        )
                 except KubeError as exc:
                     notes[metric] = f"metrics.k8s.io did not answer: {exc}"
                     continue

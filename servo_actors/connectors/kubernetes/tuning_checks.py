@@ -44,7 +44,9 @@ def extra_checks(client: KubeClient, config: KubernetesConfig) -> list[dict[str,
     )
     results = []
     for namespace in namespaces:
-        name = "permissions (tuning pods)" if len(namespaces) == 1 else f"permissions (tuning pods, {namespace})"
+        name = (
+            "permissions (tuning pods)" if len(namespaces) == 1 else f"permissions (tuning pods, {namespace})"
+        )
         results.append(_check_access(client, namespace, TUNING_ACCESS, name))
     if namespaces:
         results.append(_check_tuning_pods(client, config))
@@ -69,7 +71,7 @@ def _check_access(
 
 def tuning_pods(client: KubeClient, config: KubernetesConfig) -> list[tuple[str, dict[str, Any]]]:
     """The tuning pods of the configured Deployments, each with its namespace."""
-    found = []
+    found: list[tuple[str, dict[str, Any]]] = []
     for part in config.groups():
         names = {d.name for d in part.deployments}
         if not names:
