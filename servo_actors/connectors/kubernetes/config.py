@@ -418,14 +418,15 @@ class KubernetesConfig(StrictModel):
     def _unique_names(self) -> KubernetesConfig:
         if not self.workloads:
             raise ValueError("name at least one workload to optimize, under deployments or statefulsets")
+        apart = " (even in different namespaces: components and metrics are named by the workload)"
         names = [d.name for d in self.deployments]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
-            raise ValueError(f"deployment(s) listed twice: {', '.join(twice)}")
+            raise ValueError(f"deployment(s) listed twice: {', '.join(twice)}{apart}")
         names = [s.name for s in self.statefulsets]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
-            raise ValueError(f"statefulset(s) listed twice: {', '.join(twice)}")
+            raise ValueError(f"statefulset(s) listed twice: {', '.join(twice)}{apart}")
         both = sorted({d.name for d in self.deployments} & set(names))
         if both:
             raise ValueError(
