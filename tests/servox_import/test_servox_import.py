@@ -131,7 +131,7 @@ def test_settings_prometheus_vegeta_wait_and_kube_metrics(tmp_path: Path) -> Non
         "ssl_verify": False,
     }
     assert data["optimizer"]["url"] == "https://optimizer.example.com/custom/shop"
-    prometheus, load, hold = data["connectors"]
+    prometheus, load, hold, usage = data["connectors"]
     fast_fail = {k: v for k, v in prometheus["config"].items() if k.startswith("fast_fail")}
     assert fast_fail == {
         "fast_fail_period": "30s",
@@ -160,17 +160,22 @@ def test_settings_prometheus_vegeta_wait_and_kube_metrics(tmp_path: Path) -> Non
     assert "latency_p50" in line_of(text, "type: loadgen")
     assert "vegeta's 300: loadgen runs at most 256" in line_of(text, "max_concurrency: 256")
     assert hold == {"name": "hold", "type": "wait", "config": {}}
-    for key in (
-        "settings.proxies", "settings.backoff.__default__.max_tries", "metrics.streaming_interval",
-        "usage",
-    ):  # fmt: skip
+    assert usage == {
+        "name": "usage",
+        "type": "kube_metrics",
+        "config": {"namespace": "shop", "name": "web", "kind": "Deployment", "container": "web"},
+    }
+    assert not any(line.startswith("not converted: usage") for line in stderr)
+    for key in ("settings.proxies", "settings.backoff.__default__.max_tries", "metrics.streaming_interval"):
         assert any(line.startswith(f"not converted: {key}: ") for line in stderr), key
 
 
 @pytest.mark.timeout(120)
 def test_opsani_dev_becomes_kubernetes_and_prometheus(tmp_path: Path) -> None:
     text, stderr = convert(DATA / "schema" / "opsani-dev.yaml", tmp_path)
-    kube, prometheus = yaml.safe_load(text)["connectors"]
+    kube, prometheus, usage = yaml.safe_load(text)["connectors"]
+    assert (usage["name"], usage["type"]) == ("opsani_dev-kube_metrics", "kube_metrics")
+    assert usage["config"] == {"namespace": "shop", "name": "web", "kind": "Deployment", "container": "main"}
     assert (kube["name"], prometheus["name"]) == ("opsani_dev", "opsani_dev-prometheus")
     deployment = kube["config"]["deployments"][0]
     assert (deployment["name"], deployment["strategy"], deployment["containers"][0]["alias"]) == (
