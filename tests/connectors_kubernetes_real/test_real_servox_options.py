@@ -109,6 +109,8 @@ def test_workloads_in_two_namespaces_each_with_its_own_on_failure_get_and_static
     assert env_of(main)["TZ"] == "UTC" and env_of(main)["GOMAXPROCS"] == "2"
     assert env_of(main_container(other.deployment("api")))[SIMULATE_ENV] == "image-pull-error"
     assert "TZ" not in env_of(main_container(other.deployment("api")))  # api configures none
+    # The two parts are waited on in turn, their progress laid end to end.
+    assert progress.percents() == sorted(progress.percents()) and progress.percents()[-1] < 100
 
 
 def test_static_environment_variables_go_on_the_tuning_pod_only(app: App, progress: ProgressLog) -> None:

@@ -104,17 +104,7 @@ class KubernetesConnector(Connector):
         return components
 
     def adjust(self, components: dict[str, Any], control: Control, progress: ProgressFn) -> dict[str, Any]:
-        parts = self.config.groups()
-        plans: list[tuple[KubernetesConfig, dict[str, DeploymentTargets], tuning.TuningRequest]] = []
-        try:
-            rest, _ = tuning.split_components(self.config, components)
-            requested_targets(self.config, rest)  # names and values checked against the whole config
-            for part in parts:
-                mine = {k: v for k, v in components.items() if k in _component_names(part)}
-                rest, trial = tuning.split_components(part, mine)
-                plans.append((part, requested_targets(part, rest), trial))
-        except SettingError as exc:
-            raise ConnectorFailure(str(exc), reason="invalid-setting") from None
+        plans = self._plans(components)
         with self._cluster("adjust") as client:
             try:
                 for part, _, trial in plans:
@@ -131,29 +121,55 @@ class KubernetesConnector(Connector):
                     raise
             touched = [name for _, adjustment, _ in adjustments for name in adjustment.touched]
             progress(PATCHED, f"patched {', '.join(touched)}" if touched else "nothing to change")
-            failures: list[ConnectorFailure] = []
-            waiting = [(p, a) for p, a, _ in adjustments if a.touched]
-            for index, (part, adjustment) in enumerate(waiting):
-                settlement = control.settlement or part.settlement
-                share = _share(progress, index, len(waiting))
-                try:
-                    self._roll_out(client, part, adjustment, settlement, share)
-                except ConnectorFailure as failure:
-                    failures.append(failure)
-            if failures:
-                first = failures[0]
-                raise ConnectorFailure(
-                    " ".join(f.message for f in failures), status=first.status, reason=first.reason
-                )
+            self._roll_out_parts(client, [(p, a) for p, a, _ in adjustments if a.touched], control, progress)
             for part, _, trial in adjustments:
                 if trial.targets:
                     settlement = control.settlement or part.settlement
                     tuning.adjust_tuning(client, part, trial, settlement, _scaled(progress, PATCHED, 99.0))
             described: dict[str, Any] = {}
-            for part in parts:
+            for part, _, _ in plans:
                 described.update(self._describe_all(client, part))
         progress(100, "adjusted")
         return described
+
+    def _plans(
+        self, components: dict[str, Any]
+    ) -> list[tuple[KubernetesConfig, dict[str, DeploymentTargets], tuning.TuningRequest]]:
+        """Per part of the config: the targets of its workloads and its tuning request (a
+        ConnectorFailure naming a bad component, setting or value, checked against the whole config)."""
+        plans = []
+        try:
+            rest, _ = tuning.split_components(self.config, components)
+            requested_targets(self.config, rest)
+            for part in self.config.groups():
+                mine = {k: v for k, v in components.items() if k in _component_names(part)}
+                rest, trial = tuning.split_components(part, mine)
+                plans.append((part, requested_targets(part, rest), trial))
+        except SettingError as exc:
+            raise ConnectorFailure(str(exc), reason="invalid-setting") from None
+        return plans
+
+    def _roll_out_parts(
+        self,
+        client: KubeClient,
+        waiting: list[tuple[KubernetesConfig, Adjustment]],
+        control: Control,
+        progress: ProgressFn,
+    ) -> None:
+        """Wait on each part's rollouts in turn (each applies its own ``on_failure``); one failure
+        naming every part that failed, after all were waited on."""
+        failures: list[ConnectorFailure] = []
+        for index, (part, adjustment) in enumerate(waiting):
+            settlement = control.settlement or part.settlement
+            try:
+                self._roll_out(client, part, adjustment, settlement, _share(progress, index, len(waiting)))
+            except ConnectorFailure as failure:
+                failures.append(failure)
+        if failures:
+            first = failures[0]
+            raise ConnectorFailure(
+                " ".join(f.message for f in failures), status=first.status, reason=first.reason
+            )
 
     def _patch_all(
         self, client: KubeClient, part: KubernetesConfig, targets: dict[str, DeploymentTargets]
