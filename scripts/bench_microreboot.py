@@ -27,8 +27,7 @@ import time
 from pathlib import Path
 
 import yaml
-from bench_support.agents import SERVO_ACTORS, servo_actors_config
-from bench_support.agents import _clean_env as clean_env
+from bench_support.agents import SERVO_ACTORS, clean_env, servo_actors_config
 from bench_support.optimizer import BenchError, BenchOptimizer, is_result
 from bench_support.processes import AgentProcess, launch, marked_pids, parent_pid
 from bench_support.report import load_average, machine, percentile, write_section

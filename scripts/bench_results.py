@@ -37,8 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from bench_support.agents import SERVO_ACTORS, servo_actors_config
-from bench_support.agents import _clean_env as clean_env
+from bench_support.agents import SERVO_ACTORS, clean_env, servo_actors_config
 from bench_support.optimizer import BenchError, BenchOptimizer, is_result
 from bench_support.processes import launch, marked_pids
 from bench_support.report import load_average, machine, percentile, write_section

@@ -53,6 +53,7 @@ __all__ = [
     "log_as_app",
     "redact",
     "register_secret",
+    "restore_configured",
     "stderr_handler",
 ]
 
@@ -281,3 +282,10 @@ def configured() -> tuple[str, str] | None:
     """``(level, format)`` of the last ``configure_logging`` in this process, or None: the actor
     system relays its processes' lines to stderr only when the servo logs there itself."""
     return _configured
+
+
+def restore_configured(state: tuple[str, str] | None) -> None:
+    """Make ``configured()`` say ``state`` (an earlier answer of it) again (for tests that
+    configure logging and put the root logger back as it was)."""
+    global _configured
+    _configured = state

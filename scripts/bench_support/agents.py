@@ -38,7 +38,7 @@ SERVO_ACTORS = "servo-actors"
 SERVOX = "servox"
 
 
-def _clean_env() -> dict[str, str]:
+def clean_env() -> dict[str, str]:
     """The environment minus anything that would point an agent elsewhere (or through a proxy)."""
     drop = ("OPSANI_", "SERVO_")
     proxies = {"http_proxy", "https_proxy", "all_proxy"}
@@ -100,7 +100,7 @@ class ServoActorsAgent:
             self.metrics_address = f"127.0.0.1:{free_loopback_port()}"
             settings["settings"]["metrics"] = {"listen": self.metrics_address}
         config.write_text(yaml.safe_dump(settings))
-        env = _clean_env()
+        env = clean_env()
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         command = [sys.executable, "-m", "servo_actors", "-l", self.log_level, "-c", str(config), "run"]
         return launch(self.name, command, env, self.workdir, self.workdir / "servo-actors.log")
@@ -119,7 +119,7 @@ class ServoxAgent:
     def start(self, connectors: str, optimizer: BenchOptimizer) -> AgentProcess:
         config = self.workdir / f"servox-{connectors}.yaml"
         config.write_text(yaml.safe_dump(servox_config(connectors)))
-        env = _clean_env()
+        env = clean_env()
         env.update(
             OPSANI_OPTIMIZER=APP,
             OPSANI_TOKEN=TOKEN,

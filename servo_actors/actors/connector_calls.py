@@ -23,6 +23,7 @@ from servo_actors.actors.transport.plain_data import (
     type_name,
 )
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control
+from servo_actors.connectors.check_result import check_entry
 from servo_actors.connectors.registry import connector_class_at
 from servo_actors.errors import ConnectorError
 
@@ -74,11 +75,7 @@ def _mapping(value: Any, what: str, *, none_ok: bool = True) -> dict[str, Any]:
 def _check_entry(converter: PlainConverter, item: Any, where: str) -> dict[str, Any]:
     plain = _mapping(converter.convert(item, where), where, none_ok=False)
     # Plain data already: str() of it cannot raise (nor be cut: the result's byte limit applies).
-    return {
-        "name": str(plain.get("name", "")),
-        "success": bool(plain.get("success", False)),
-        "message": str(plain.get("message") or ""),
-    }
+    return check_entry(plain)
 
 
 class ConnectorCalls:

@@ -20,12 +20,13 @@ import click
 
 from servo_actors import __version__
 from servo_actors.cli.agent_cmd import agent_cmd
+from servo_actors.cli.check_cmd import check_cmd
 from servo_actors.cli.config_cmds import config_cmd, connectors_cmd, schema_cmd, validate_cmd
 from servo_actors.cli.context import CliState, SignalAwareGroup
 from servo_actors.cli.demo_cmd import demo_cmd
 from servo_actors.cli.init_cmd import init_cmd
 from servo_actors.cli.kube_cmds import kube_cmd
-from servo_actors.cli.operations import adjust_cmd, check_cmd, describe_cmd, measure_cmd
+from servo_actors.cli.operations import adjust_cmd, describe_cmd, measure_cmd
 from servo_actors.cli.optimizer_cmds import optimizer
 from servo_actors.cli.run_cmd import run_cmd
 from servo_actors.cli.servox_cmd import import_servox_cmd

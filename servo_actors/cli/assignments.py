@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from servo_actors.cli.operation_output import _number
+from servo_actors.cli.operation_output import number_text
 from servo_actors.errors import UsageError
 
 __all__ = ["STEP_TOLERANCE", "convert_value", "nearest_on_grid", "parse_assignments", "resolve_assignments"]
@@ -88,13 +88,13 @@ def convert_value(where: str, setting: dict[str, Any], raw: str) -> Any:
         return int(number) if number.is_integer() and "." not in raw else number
     low, high, step = setting.get("min"), setting.get("max"), setting.get("step")
     if (low is not None and number < low) or (high is not None and number > high):
-        raise UsageError(f"{where}={raw} is outside its range {_number(low)}..{_number(high)}")
+        raise UsageError(f"{where}={raw} is outside its range {number_text(low)}..{number_text(high)}")
     if step and low is not None:
         steps = (number - low) / step
         if abs(steps - round(steps)) > STEP_TOLERANCE:
-            nearest = " or ".join(_number(v) for v in nearest_on_grid(number, low, high, step))
+            nearest = " or ".join(number_text(v) for v in nearest_on_grid(number, low, high, step))
             raise UsageError(
-                f"{where}={raw} is not on the step {_number(step)} from {_number(low)} (nearest: {nearest})"
+                f"{where}={raw} is not on the step {number_text(step)} from {number_text(low)} (nearest: {nearest})"
             )
     if _is_int(step) and (low is None or _is_int(low)):
         return int(round(number))

@@ -9,12 +9,12 @@ import yaml
 
 from servo_actors import __version__
 from servo_actors.cli.context import CliState, app_option, echo_json, format_table, json_option, pass_state
-from servo_actors.config import ServoConfig, read_token
+from servo_actors.config import ServoConfig, effective_config, read_token
 from servo_actors.config.configmap import DEFAULT_CONFIGMAP_NAME, configmap_manifest
 from servo_actors.config.display import value_sources
 from servo_actors.connectors.registry import (
     connector_type_infos,
-    effective_config,
+    effective_settings,
     resolve_connector_type,
     validate_connector_config,
 )
@@ -69,7 +69,7 @@ def config_cmd(
     ``--sources`` and ``--format configmap`` take one (``--app``).
     """
     configs = state.select(app_names)
-    documents = [effective_config(config) for config in configs]
+    documents = [effective_config(config, connector_settings=effective_settings) for config in configs]
     if (output_format == "configmap" or sources) and len(configs) > 1:
         raise UsageError(
             "--sources and --format configmap take one application: choose it with --app ORG/APP"

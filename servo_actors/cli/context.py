@@ -27,8 +27,8 @@ from typing import Any, TextIO
 
 import click
 
-from servo_actors.config import OptimizerConfig, ServoApps, ServoConfig, require_optimizer
-from servo_actors.connectors.registry import load_apps
+from servo_actors.config import OptimizerConfig, ServoApps, ServoConfig, load_apps, require_optimizer
+from servo_actors.connectors.registry import connector_settings_problems
 from servo_actors.errors import ConfigError
 
 __all__ = [
@@ -63,7 +63,7 @@ class CliState:
         """Every application of the file (one per YAML document), validated on first use;
         raises ConfigError (exit 2) if the file is missing or wrong."""
         if self._apps is None:
-            self._apps = load_apps(self.config_path)
+            self._apps = load_apps(self.config_path, connector_check=connector_settings_problems)
         return self._apps
 
     @property

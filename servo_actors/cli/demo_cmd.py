@@ -22,6 +22,7 @@ from typing import TextIO
 import click
 
 from servo_actors.cli.context import is_terminal, watches_stop_signals
+from servo_actors.demo.setup import MAX_APPS
 
 __all__ = [
     "LOG_NAME",
@@ -107,20 +108,31 @@ def _logs_in_a_file() -> Iterator[tuple[Path, TextIO]]:
     help="Press Abort on every Nth MEASURE or ADJUST, to watch recovery (0: never).",
 )
 @click.option(
+    "--apps",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, MAX_APPS),
+    help="Applications the one servo optimizes, each against its own optimizer session "
+    "(seeds SEED, SEED+1...).",
+)
+@click.option(
     "-v",
     "--verbose",
     is_flag=True,
     help="On a terminal, show the logs there instead of writing them to a file.",
 )
-def demo_cmd(steps: int, seed: int, abort_every: int, verbose: bool) -> None:
+def demo_cmd(steps: int, seed: int, abort_every: int, apps: int, verbose: bool) -> None:
     """Run the embedded optimizer and a servo with a synthetic application; print each step and the
     recommendation against the baseline.
+
+    With --apps N the one servo runs N applications (one multi-document configuration), each
+    optimized on its own; every line names its application, and each has its own summary.
 
     SIGTERM or Ctrl-C stops both (the servo says GOODBYE) and exits 128 + the signal.
     """
     from servo_actors.demo import DemoOptions, run_demo
 
-    options = DemoOptions(steps=steps, seed=seed, abort_every=abort_every)
+    options = DemoOptions(steps=steps, seed=seed, abort_every=abort_every, apps=apps)
     if not is_terminal(sys.stderr) or verbose:
         code = run_demo(options, echo=click.echo)
     else:

@@ -1,4 +1,5 @@
-"""``check``, ``describe``, ``measure`` and ``adjust``: one operation on the connectors, right now.
+"""``describe``, ``measure`` and ``adjust``: one operation on the connectors, right now
+(``check``, the fourth, is ``check_cmd``: it shares all that is said here).
 
 Each command starts the connectors exactly as ``run`` does (a ``ServoRuntime``: the supervisor and
 one fresh process per connector), runs one operation, prints the result and stops everything
@@ -15,7 +16,8 @@ Output: an aligned table on stdout (colour only on a terminal, never with ``NO_C
 ``status``/``reason``/``message`` are the aggregated result (docs/protocol.md, "Results");
 ``data`` is, by operation: describe ``{"components", "metrics"}`` (docs/protocol.md's descriptor
 parts), measure ``{"metrics", "annotations"}``, adjust ``{"components"}`` (the components the
-adjusted connectors now hold), check ``{"checks": [{"connector", "name", "success", "message"}]}``;
+adjusted connectors now hold), check ``{"checks": [{"connector", "name", "success", "message",
+"id", "severity", "tags", "remedy", "outcome"}], "rounds"}``;
 ``connectors`` is each connector's own outcome. A ``check`` whose operation ran but one of whose
 checks failed says so as the exit code does: status ``failed``, reason ``check-failed``, the
 message naming the failed checks (and so does each connector with a failed check).
@@ -32,7 +34,8 @@ stops the connectors (graceful, then SIGKILL) and exits 128 + the signal number 
 
 The commands' parts live beside them: ``started_connectors`` (the connectors for one operation,
 and the signal exit), ``progress_line``, ``operation_output`` (the ``--json`` object and the
-tables) and ``assignments`` (``adjust``'s arguments checked against describe).
+tables), ``assignments`` (``adjust``'s arguments checked against describe) and ``check_rounds``
+(``check``'s filters, halting and waiting).
 """
 
 from __future__ import annotations
@@ -55,24 +58,26 @@ from servo_actors.cli.context import (
     watches_stop_signals,
 )
 from servo_actors.cli.operation_output import (
-    _adjust_rows,
-    _measure_rows,
-    _payload,
-    _settings_rows,
-    _status_word,
-    _table,
+    adjust_rows,
+    connector_placement,
+    json_payload,
+    measure_rows,
+    placement_text,
+    settings_rows,
+    styled_table,
+    with_placement,
 )
 from servo_actors.cli.per_app import AppCommand, for_each_app
-from servo_actors.cli.progress_line import _progress_for
-from servo_actors.cli.started_connectors import _connectors
+from servo_actors.cli.progress_line import progress_line_for
+from servo_actors.cli.started_connectors import running_connectors
 from servo_actors.durations import format_duration
 from servo_actors.errors import ConnectorError, ServoError, UsageError
 
 if TYPE_CHECKING:
-    from servo_actors.actors import OperationResult, ServoRuntime
+    from servo_actors.actors import OperationResult
     from servo_actors.config import ServoConfig
 
-__all__ = ["DEFAULT_MEASURE_DURATION", "adjust_cmd", "check_cmd", "describe_cmd", "measure_cmd"]
+__all__ = ["DEFAULT_MEASURE_DURATION", "adjust_cmd", "describe_cmd", "measure_cmd"]
 
 DEFAULT_MEASURE_DURATION = 0.0
 """Seconds ``measure`` measures without ``-d``: 0 means "now" (one reading per connector)."""
@@ -110,136 +115,20 @@ def describe_cmd(state: CliState, as_json: bool, app_names: tuple[str, ...], lim
 
 
 def _describe(config: ServoConfig) -> tuple[dict[str, Any], ServoError | None]:
-    with _connectors(config, "describe") as (runtime, path):
+    with running_connectors(config, "describe") as (runtime, path, _watcher):
         result = path.result("describe")
-        placement = _placement(runtime, config)
-    return _with_placement(_payload(result), placement), _failure(result)
+        placement = connector_placement(runtime, config)
+    return with_placement(json_payload(result), placement), _failure(result)
 
 
 def _describe_text(payload: dict[str, Any]) -> str:
     data = payload.get("data") or {}
-    rows = _settings_rows(data.get("components") or {})
-    text = _table(["COMPONENT", "SETTING", "TYPE", "VALUE", "RANGE/VALUES", "UNIT"], rows)
+    rows = settings_rows(data.get("components") or {})
+    text = styled_table(["COMPONENT", "SETTING", "TYPE", "VALUE", "RANGE/VALUES", "UNIT"], rows)
     metrics = [[name, (info or {}).get("unit")] for name, info in (data.get("metrics") or {}).items()]
-    return text + "\n\n" + _table(["METRIC", "UNIT"], metrics) + _placement_text(payload.get("placement"))
-
-
-def _placement(runtime: ServoRuntime, config: ServoConfig) -> dict[str, str] | None:
-    """Where each connector runs (``local``, a member's ``HOST:PORT``, or what it waits for), in
-    convention mode only (None otherwise: the output stays as it always was)."""
-    if config.supervisor.convention is None:
-        return None
-    status = runtime.status()
-    return {child.name: getattr(child, "where", None) or "local" for child in status.children}
-
-
-def _with_placement(payload: dict[str, Any], placement: dict[str, str] | None) -> dict[str, Any]:
-    if placement is not None:
-        payload["placement"] = placement
-    return payload
-
-
-def _placement_text(placement: dict[str, str] | None) -> str:
-    if placement is None:
-        return ""
-    return "\n\n" + _table(["CONNECTOR", "RUNS ON"], [[name, where] for name, where in placement.items()])
-
-
-# ----- check -------------------------------------------------------------------------------------
-
-
-@watches_stop_signals
-@click.command("check")
-@json_option
-@app_option
-@limit_option
-@pass_state
-def check_cmd(state: CliState, as_json: bool, app_names: tuple[str, ...], limit: int | None) -> None:
-    """Run every connector's checks; exit 1 if any check or connector failed.
-
-    A connector without checks shows as one passing row, so every connector is accounted for.
-    With an optimizer configured, one more row (connector ``servo``, check ``identity``) says
-    whether a servo of the same identity runs here and reports a conflict (``identity.py``).
-    """
-    for_each_app(state, app_names, limit, as_json, AppCommand("check", _check, _check_text))
-
-
-def _check(config: ServoConfig) -> tuple[dict[str, Any], ServoError | None]:
-    with _connectors(config, "check") as (runtime, path):
-        result = path.result("check")
-        placement = _placement(runtime, config)
-    checks = list(result.data.get("checks") or [])
-    identity = _identity_check(config)
-    if identity is not None:
-        checks.append(identity)
-    failed_checks = [c for c in checks if not c.get("success")]
-    failure = _checks_failure(failed_checks, len(checks))
-    payload = _payload(result)
-    payload["data"] = {**payload["data"], "checks": checks}
-    error: ServoError | None = _failure(result)
-    if failure is not None:
-        _mark_checks_failed(payload, failed_checks, failure)
-        error = error or ConnectorError(failure)
-    return _with_placement(payload, placement), error
-
-
-def _check_text(payload: dict[str, Any]) -> str:
-    checks = list((payload.get("data") or {}).get("checks") or [])
-    parts: dict[str, Any] = payload.get("connectors") or {}
-    rows = []
-    for name, part in parts.items():
-        mine = [c for c in checks if c.get("connector") == name]
-        if part.get("status") != "ok" and part.get("reason") != CHECK_FAILED:
-            rows.append([name, "-", _status_word(False), part.get("message")])
-        elif not mine:
-            rows.append([name, "-", _status_word(True), "no checks"])
-        rows += [[name, c.get("name"), _status_word(bool(c.get("success"))), c.get("message")] for c in mine]
-    rows += [
-        [c.get("connector"), c.get("name"), _status_word(bool(c.get("success"))), c.get("message")]
-        for c in checks
-        if c.get("connector") not in parts
-    ]
-    table = _table(["CONNECTOR", "CHECK", "RESULT", "MESSAGE"], rows)
-    return table + _placement_text(payload.get("placement"))
-
-
-CHECK_FAILED = "check-failed"
-"""The reason ``check --json`` gives when the operation ran but one of its checks failed."""
-
-
-def _checks_failure(failed_checks: Sequence[dict[str, Any]], total: int) -> str | None:
-    """The sentence naming every failed check (None when none failed): stderr's line and the JSON's message."""
-    if not failed_checks:
-        return None
-    named = "; ".join(
-        f"connector {c.get('connector')!r}: {c.get('name')}: {c.get('message') or 'failed'}"
-        for c in failed_checks
+    return (
+        text + "\n\n" + styled_table(["METRIC", "UNIT"], metrics) + placement_text(payload.get("placement"))
     )
-    return f"{len(failed_checks)} of {total} checks failed: {named}"
-
-
-def _mark_checks_failed(
-    payload: dict[str, Any], failed_checks: Sequence[dict[str, Any]], failure: str
-) -> None:
-    """A failed check fails the result, as the exit code says: the aggregate and each connector with
-    a failed check say ``failed`` (reason ``check-failed``) unless they already failed otherwise."""
-    if payload["status"] == "ok":
-        payload.update(status="failed", reason=CHECK_FAILED, message=failure)
-    for name, part in payload["connectors"].items():
-        mine = [c for c in failed_checks if c.get("connector") == name]
-        if mine and part["status"] == "ok":
-            message = "; ".join(f"{c.get('name')}: {c.get('message') or 'failed'}" for c in mine)
-            part.update(status="failed", reason=CHECK_FAILED, message=message)
-
-
-def _identity_check(config: ServoConfig) -> dict[str, Any] | None:
-    """The identity line of ``check`` (None without an optimizer): a conflict the running servo reports."""
-    if config.optimizer is None:
-        return None
-    from servo_actors.identity import check_identity
-
-    success, message = check_identity(config)
-    return {"connector": "servo", "name": "identity", "success": success, "message": message}
 
 
 # ----- measure -----------------------------------------------------------------------------------
@@ -311,20 +200,20 @@ def _measure(
 
     control = Control(duration=duration)
     config = _only_connectors(config, connector_names)
-    with _connectors(config, "measure") as (_runtime, path):
+    with running_connectors(config, "measure") as (_runtime, path, _watcher):
         wanted = None
         if metrics:
             described = path.result("describe")
             _raise_unless_ok(described)
             wanted = _known_metrics(metrics, described.data.get("metrics") or {})
-        progress = _progress_for("measure", control.expected_seconds)
+        progress = progress_line_for("measure", control.expected_seconds)
         result = path.result("measure", reporter=progress, metrics=wanted, control=control)
-    return _payload(result), _failure(result)
+    return json_payload(result), _failure(result)
 
 
 def _measure_text(payload: dict[str, Any]) -> str:
-    rows = _measure_rows((payload.get("data") or {}).get("metrics") or {})
-    return _table(["METRIC", "SERIES", "POINTS", "MEAN", "LAST", "UNIT"], rows)
+    rows = measure_rows((payload.get("data") or {}).get("metrics") or {})
+    return styled_table(["METRIC", "SERIES", "POINTS", "MEAN", "LAST", "UNIT"], rows)
 
 
 def _only_connectors(config: ServoConfig, names: Sequence[str]) -> ServoConfig:
@@ -376,17 +265,17 @@ def adjust_cmd(
     request: dict[str, Any] = {}
 
     def adjust(config: ServoConfig) -> tuple[dict[str, Any], ServoError | None]:
-        with _connectors(config, "adjust") as (_runtime, path):
+        with running_connectors(config, "adjust") as (_runtime, path, _watcher):
             described = path.result("describe")
             _raise_unless_ok(described)
             request.update(resolve_assignments(parsed, described.data.get("components") or {}))
-            progress = _progress_for("adjust", 0.0)
+            progress = progress_line_for("adjust", 0.0)
             result = path.result("adjust", reporter=progress, components=request)
-        return _payload(result), _failure(result)
+        return json_payload(result), _failure(result)
 
     def adjust_text(payload: dict[str, Any]) -> str:
         # The settings asked for show in bold (known here only when this process adjusted).
-        rows = _adjust_rows((payload.get("data") or {}).get("components") or {}, request)
-        return _table(["COMPONENT", "SETTING", "VALUE", "UNIT"], rows)
+        rows = adjust_rows((payload.get("data") or {}).get("components") or {}, request)
+        return styled_table(["COMPONENT", "SETTING", "VALUE", "UNIT"], rows)
 
     for_each_app(state, app_names, limit, as_json, AppCommand("adjust", adjust, adjust_text, assignments))

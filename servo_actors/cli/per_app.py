@@ -75,8 +75,8 @@ def for_each_app(
         payload, error = command.work(configs[0])
         if as_json:
             echo_json(payload)
-        else:
-            click.echo(command.render(payload))
+        elif text := command.render(payload):  # empty: nothing to show (check --quiet)
+            click.echo(text)
         if error is not None:
             raise error
         return

@@ -19,7 +19,7 @@ from servo_actors.cli.context import color_enabled, is_terminal
 if TYPE_CHECKING:
     from servo_actors.actors.operation_path import InFlight
 
-__all__ = ["BAR_WIDTH", "REFRESH_INTERVAL", "_ProgressLine", "_progress_for"]
+__all__ = ["BAR_WIDTH", "REFRESH_INTERVAL", "ProgressLine", "progress_line_for"]
 
 REFRESH_INTERVAL = 0.2
 """Seconds between two redraws of the progress line (the path looks at a stop more often)."""
@@ -27,7 +27,7 @@ BAR_WIDTH = 24
 """Characters of the progress bar itself."""
 
 
-class _ProgressLine:
+class ProgressLine:
     """One line on stderr, rewritten in place: ``measure [#####-----]  45%  13s/30s  message``;
     redrawn after each wait of the operation path that brought no result (a ``Reporter``, see
     actors/operation_path.py: the CLI imports the actors only when a command needs them).
@@ -85,5 +85,6 @@ class _ProgressLine:
             self._drawn = 0
 
 
-def _progress_for(label: str, expected_seconds: float) -> _ProgressLine | None:
-    return _ProgressLine(label, expected_seconds) if is_terminal(sys.stderr) else None
+def progress_line_for(label: str, expected_seconds: float) -> ProgressLine | None:
+    """A ``ProgressLine`` when stderr is a terminal, else None (no line to rewrite)."""
+    return ProgressLine(label, expected_seconds) if is_terminal(sys.stderr) else None

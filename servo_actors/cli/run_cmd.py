@@ -2,16 +2,23 @@
 
 The whole command runs in ``signals.watching``: a signal during the checks of ``--check`` ends
 them (their connectors killed) and the run exits 0, as a signal during the run itself does.
+
+``--check`` (or ``SERVO_RUN_CHECK=true``, servox's) runs the checks as ``check`` does, with its
+``--wait``, ``--delay`` and ``--halt-on`` (``check_rounds``), on connectors started for them
+alone; the loop starts only when no check failed, else the table shows and the command exits 1
+naming the failed checks.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 
 from servo_actors import signals
+from servo_actors.cli.check_rounds import CheckPolicy, checks_table, failed_checks, policy_options, run_rounds
 from servo_actors.cli.context import CliState, app_option, pass_state, watches_stop_signals
 from servo_actors.errors import ServoError, UsageError
 
@@ -46,9 +53,15 @@ def _listen_option(ctx: click.Context, param: click.Parameter, value: str | None
 @watches_stop_signals
 @click.command("run")
 @click.option(
-    "--check", "check_first", is_flag=True, help="Run the connectors' checks first; stop if any fails."
+    "--check",
+    "check_first",
+    is_flag=True,
+    envvar="SERVO_RUN_CHECK",
+    show_envvar=True,
+    help="Run the connectors' checks first; stop if any fails.",
 )
 @click.option("--dry-run", is_flag=True, help="Run the checks and exit (0 if all pass, 1 if not).")
+@policy_options
 @click.option(
     "--metrics-listen",
     metavar="HOST:PORT",
@@ -58,7 +71,14 @@ def _listen_option(ctx: click.Context, param: click.Parameter, value: str | None
 @app_option
 @pass_state
 def run_cmd(
-    state: CliState, check_first: bool, dry_run: bool, metrics_listen: str | None, app_names: tuple[str, ...]
+    state: CliState,
+    check_first: bool,
+    dry_run: bool,
+    wait: float | None,
+    delay: float | None,
+    halt_on: str,
+    metrics_listen: str | None,
+    app_names: tuple[str, ...],
 ) -> None:
     """Connect to the optimizer and run the control loop until SIGTERM or SIGINT (then GOODBYE, exit 0).
 
@@ -68,6 +88,14 @@ def run_cmd(
     from servo_actors.config.loading import require_optimizer
     from servo_actors.runner import Runner
 
+    if not (check_first or dry_run):
+        given = [
+            f"--{name.replace('_', '-')}"
+            for name in ("wait", "delay", "halt_on")
+            if click.get_current_context().get_parameter_source(name) != ParameterSource.DEFAULT
+        ]
+        if given:
+            raise UsageError(f"{', '.join(given)} only go with --check or --dry-run")
     configs = state.select(app_names)
     for config in configs:
         require_optimizer(config)
@@ -84,11 +112,11 @@ def run_cmd(
             log.info("stopped (%s) before the connectors started", watcher.stop_signal)
             return
         if check_first or dry_run:
-            result = _checks(config, watcher)
-            if result is None:
+            checked = _checks(config, watcher, CheckPolicy(halt_on=halt_on, wait=wait, delay=delay))
+            if checked is None:
                 log.info("stopped (%s) during the checks", watcher.stop_signal or "shutdown")
                 return
-            _report_checks(result)
+            _report_checks(*checked)
             if dry_run:
                 return
         exit_code = Runner(config, config_path=state.config_path, signals=watcher).run()
@@ -112,9 +140,11 @@ def _run_several(configs: tuple[ServoConfig, ...], state: CliState, metrics_list
         raise click.exceptions.Exit(exit_code)
 
 
-def _checks(config: ServoConfig, watcher: signals.SignalWatcher) -> OperationResult | None:
-    """Every connector's checks, through the operation path; None if a stop signal came first
-    (the connectors are stopped)."""
+def _checks(
+    config: ServoConfig, watcher: signals.SignalWatcher, policy: CheckPolicy
+) -> tuple[OperationResult, list[dict[str, Any]]] | None:
+    """Every connector's checks, through the operation path, as ``policy`` says: the last result
+    and its judged checks; None if a stop signal came first (the connectors are stopped)."""
     from servo_actors.actors import ServoRuntime
     from servo_actors.actors.operation_path import OperationPath
 
@@ -122,20 +152,30 @@ def _checks(config: ServoConfig, watcher: signals.SignalWatcher) -> OperationRes
     try:
         if not runtime.start(stop=watcher.stop):
             return None
-        return OperationPath(runtime, stop=watcher.stop).result("check")
+        path = OperationPath(runtime, stop=watcher.stop)
+
+        def one_round() -> tuple[OperationResult, list[dict[str, Any]]]:
+            result = path.result("check")
+            return result, list(result.data.get("checks") or [])
+
+        result, checks, _rounds = run_rounds(policy, one_round, watcher.sleep)
+        return result, checks
     except signals.StopRequested:
         return None
     finally:
         runtime.stop()
 
 
-def _report_checks(result: OperationResult) -> None:
-    checks = result.data.get("checks", [])
-    for check in checks:
-        mark = "ok" if check.get("success") else "FAILED"
-        click.echo(
-            f"{check.get('connector')}: {check.get('name')}: {mark} {check.get('message') or ''}".rstrip()
+def _report_checks(result: OperationResult, checks: list[dict[str, Any]]) -> None:
+    parts = {
+        name: {"status": part.status, "reason": part.reason, "message": part.message}
+        for name, part in result.parts.items()
+    }
+    click.echo(checks_table(checks, parts, verbose=False))
+    failing = failed_checks(checks)
+    if result.status != "ok" or failing:
+        named = "; ".join(
+            f"connector {c.get('connector')!r}: {c.get('name')}: {c.get('message') or 'failed'}"
+            for c in failing
         )
-    failed = [c for c in checks if not c.get("success")]
-    if result.status != "ok" or failed:
-        raise ChecksFailed(result.message or f"{len(failed)} check(s) failed")
+        raise ChecksFailed(named or result.message or f"check {result.status} ({result.reason})")

@@ -21,17 +21,18 @@ if TYPE_CHECKING:
     from servo_actors.actors.operation_path import OperationPath
     from servo_actors.config import ServoConfig
 
-__all__ = ["SIGNAL_EXIT_BASE", "_connectors"]
+__all__ = ["SIGNAL_EXIT_BASE", "running_connectors"]
 
 SIGNAL_EXIT_BASE = 128
 
 
 @contextlib.contextmanager
-def _connectors(
+def running_connectors(
     config: ServoConfig, operation: str
-) -> Iterator[tuple[ServoRuntime, OperationPath[Operation]]]:
-    """The started runtime and the operation path (``OperationPath``) on it, watching the stop
-    signals; on every way out the runtime is stopped, and a stop signal becomes a clean exit.
+) -> Iterator[tuple[ServoRuntime, OperationPath[Operation], signals.SignalWatcher]]:
+    """The started runtime, the operation path (``OperationPath``) on it and the watcher of the
+    stop signals (for a command's own pauses); on every way out the runtime is stopped, and a stop
+    signal (``StopRequested`` raised in the block) becomes a clean exit.
 
     The signal handler only records the signal (signals.py): the start and every wait of the path
     look at it, so a signal at any moment abandons the operation within one wait slice, and a
@@ -48,7 +49,7 @@ def _connectors(
             path.check_stop()
             if not runtime.start(stop=watcher.stop):  # False: stopped while the connectors started
                 raise signals.StopRequested("stop")
-            yield runtime, path
+            yield runtime, path, watcher
         except signals.StopRequested:
             interrupted = watcher.stop_signum or signal.SIGTERM
         finally:

@@ -2,15 +2,16 @@
 
 ::
 
-    from servo_actors.config import load_config, require_optimizer, read_token
+    from servo_actors.config import load_apps, load_config, require_optimizer, read_token
 
     apps = load_apps("servo.yaml")             # every application (one per YAML document)
     config = load_config("servo.yaml")         # ConfigError listing every problem, if any
     optimizer = require_optimizer(config)      # ConfigError when no optimizer is configured
     token = read_token(optimizer)              # SecretStr | None
 
-Connector types are resolved, and their settings validated, by ``servo_actors.connectors.registry``
-(whose ``load_config`` does both after this one): loading here imports no connector code.
+Connector types are resolved, and their settings validated, by the ``connector_check`` a caller
+passes (``servo_actors.connectors.registry.connector_settings_problems``): without one, loading
+imports no connector code.
 """
 
 from servo_actors.config.applications import ServoApps

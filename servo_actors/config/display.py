@@ -2,7 +2,7 @@
 
 ``servo-actors config`` prints this. It is also valid input: loading it again gives the same
 configuration (apart from masked secrets). Durations are written ``"1m30s"`` where that is exact,
-else as seconds. Given ``connector_settings`` (``servo_actors.connectors.registry`` has one), each
+else as seconds. Given ``connector_settings`` (``servo_actors.connectors.registry.effective_settings``), each
 connector's ``config`` is shown as its ``config_model`` sees it (defaults filled in, ``SecretStr``
 fields masked), else as written; values under secret-looking keys are masked in any case.
 """

@@ -19,11 +19,9 @@ __all__ = [
     "DescendantTracking",
     "Duration",
     "ORG_RE",
-    "split_optimizer_id",
-    "_DURATION_PATTERN",
-    "_NUMBER",
     "StrictModel",
-    "_positive",
+    "positive",
+    "split_optimizer_id",
 ]
 
 _NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"
@@ -75,7 +73,8 @@ def split_optimizer_id(value: str) -> tuple[str, str]:
     return org, app
 
 
-def _positive(value: float) -> float:
+def positive(value: float) -> float:
+    """``value``, or ValueError when it is not above 0: a ``field_validator`` of the sections."""
     if value <= 0:
         raise ValueError("must be more than 0")
     return value

@@ -8,8 +8,8 @@
 
 Connector types are not resolved here: each connector's ``config`` stays the raw mapping with its
 type name, so loading a file imports no connector (plugin) code. The layers above pass a
-``connector_check`` (``servo_actors.connectors.registry`` has one, and a ``load_config`` that
-passes it), whose problems join the file's others.
+``connector_check`` (``servo_actors.connectors.registry.connector_settings_problems``), whose
+problems join the file's others.
 
 Every problem found is reported together in one ConfigError, one line each, so a user fixes the
 file in one pass rather than one error per run::

@@ -15,19 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
 
 from servo_actors.config import defaults
-from servo_actors.config.fields import (
-    _DURATION_PATTERN as _DURATION_PATTERN,
-)
-from servo_actors.config.fields import (
-    _NUMBER as _NUMBER,
-)
-from servo_actors.config.fields import (
-    Duration,
-    StrictModel,
-)
-from servo_actors.config.fields import (
-    _positive as _positive,
-)
+from servo_actors.config.fields import Duration, StrictModel
 from servo_actors.config.optimizer_section import OptimizerConfig, Settings
 from servo_actors.config.provenance import Provenance
 from servo_actors.config.supervisor_section import (

@@ -12,7 +12,7 @@ from servo_actors.config.fields import (
     DEFAULT_BASE_URL,
     Duration,
     StrictModel,
-    _positive,
+    positive,
     split_optimizer_id,
 )
 from servo_actors.config.listen import format_listen, parse_listen
@@ -97,7 +97,7 @@ class Timeouts(StrictModel):
     read: Duration = 60.0
     """Time to wait for the reply once connected."""
 
-    _timeouts_positive = field_validator("connect", "read")(_positive)
+    _timeouts_positive = field_validator("connect", "read")(positive)
 
 
 class Backoff(StrictModel):
@@ -110,7 +110,7 @@ class Backoff(StrictModel):
     max_time: Duration = 600.0
     """How long a result post is retried before it is dropped; polling never gives up."""
 
-    _max_positive = field_validator("max")(_positive)
+    _max_positive = field_validator("max")(positive)
 
     @model_validator(mode="after")
     def _ordered(self) -> Backoff:
@@ -134,7 +134,7 @@ class MetricsConfig(StrictModel):
     serving this long before exiting, so that a scrape records the failure (/healthz then answers
     503 saying why); SIGTERM or SIGINT end the wait at once. Keep it above the scrape interval."""
 
-    _stall_positive = field_validator("stall_after")(_positive)
+    _stall_positive = field_validator("stall_after")(positive)
 
     @field_validator("listen")
     @classmethod
@@ -159,7 +159,7 @@ class Settings(StrictModel):
     """false: the optimizer's TLS certificate is not checked at all (a warning is logged at start).
     Anyone on the path can then read the token; prefer ca_bundle."""
 
-    _interval_positive = field_validator("progress_interval")(_positive)
+    _interval_positive = field_validator("progress_interval")(positive)
 
     @field_validator("ca_bundle")
     @classmethod

@@ -14,7 +14,7 @@ from servo_actors.config.fields import (
     DescendantTracking,
     Duration,
     StrictModel,
-    _positive,
+    positive,
 )
 from servo_actors.endpoints import parse_endpoint
 
@@ -61,7 +61,7 @@ class Liveness(StrictModel):
     killed and started afresh (a microreboot). A death is noticed within a fraction of a second.
     Generous: a supervisor forking dozens of fresh connectors on a loaded machine answers late."""
 
-    _positive = field_validator("interval", "idle_interval", "timeout")(_positive)
+    _positive = field_validator("interval", "idle_interval", "timeout")(positive)
 
 
 class Microreboots(StrictModel):
@@ -73,7 +73,7 @@ class Microreboots(StrictModel):
     period: Duration = 300.0
     """The window of the microreboot intensity."""
 
-    _period_positive = field_validator("period")(_positive)
+    _period_positive = field_validator("period")(positive)
 
 
 class Heartbeat(StrictModel):
@@ -85,7 +85,7 @@ class Heartbeat(StrictModel):
     """Silence after which the other side counts as lost: the servo fails the parts of that
     member's connectors (host-lost) and places them again; a member kills what it hosts."""
 
-    _positive = field_validator("interval", "timeout")(_positive)
+    _positive = field_validator("interval", "timeout")(positive)
 
     @model_validator(mode="after")
     def _timeout_above_interval(self) -> Heartbeat:
@@ -169,4 +169,4 @@ class SupervisorConfig(StrictModel):
     convention: ConventionConfig | None = None
     """Connectors on other hosts (absent: local mode, every socket on loopback)."""
 
-    _period_positive = field_validator("period", "startup_timeout", "failed_retry")(_positive)
+    _period_positive = field_validator("period", "startup_timeout", "failed_retry")(positive)

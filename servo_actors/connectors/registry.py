@@ -3,12 +3,14 @@
 A type is a built-in name, an installed entry point (group ``servo_actors.connectors``), or
 ``package.module:Class``. This is the one place that resolves a type; the layers above config (the
 CLI, the runtime) call it. The config layer keeps each connector's settings as the raw mapping plus
-the type name, so loading a YAML file imports no connector module::
+the type name, so loading a YAML file imports no connector module; its loader and its display take
+this module's checks as arguments::
 
-    from servo_actors.connectors.registry import load_config, resolve_connector_type
+    from servo_actors.config import effective_config, load_apps
+    from servo_actors.connectors.registry import connector_settings_problems, effective_settings
 
-    config = load_config("servo.yaml")       # the file, then every connector type and its settings
-    apps = load_apps("servo.yaml")           # the same for every application of a multi-document file
+    apps = load_apps("servo.yaml", connector_check=connector_settings_problems)  # types resolved too
+    shown = effective_config(apps.first, connector_settings=effective_settings)  # as each model has it
     cls = resolve_connector_type("wait")     # ConfigError naming the type when it cannot be had
 
 Imports are dynamic (importlib), never ``eval``, so naming one connector type never imports the others.
@@ -18,20 +20,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from servo_actors.config.applications import ServoApps
-from servo_actors.config.display import effective_config as _effective_config
-from servo_actors.config.loading import load_apps as _load_apps
-from servo_actors.config.loading import load_config as _load_config
-from servo_actors.config.models import ServoConfig
 from servo_actors.config.problems import ConfigProblem, problems_from_validation
 from servo_actors.connectors.base import Connector
 from servo_actors.errors import ConfigError
@@ -44,10 +39,7 @@ __all__ = [
     "connector_class_at",
     "connector_settings_problems",
     "connector_type_infos",
-    "effective_config",
     "effective_settings",
-    "load_apps",
-    "load_config",
     "resolve_connector_type",
     "validate_connector_config",
 ]
@@ -154,7 +146,7 @@ def connector_settings_problems(
     """What is wrong with connector ``index`` of ``source``: its type (it must resolve) and its
     settings (they must validate against the type's ``config_model``); an empty list when nothing.
 
-    The config loader calls this (as its ``connector_check``) for each entry that has no problem of
+    ``config.load_apps`` calls this (given as its ``connector_check``) for each entry that has no problem of
     its own, so every problem of the file is reported together.
     """
     key = f"connectors[{index}]"
@@ -178,37 +170,10 @@ def connector_settings_problems(
 
 def effective_settings(type_name: str, settings: Mapping[str, Any]) -> Any:
     """The connector's settings as its ``config_model`` has them, or None when the type cannot be
-    resolved or the settings do not validate (the display then shows them as written)."""
+    resolved or the settings do not validate (the display then shows them as written).
+
+    ``config.effective_config`` takes it as its ``connector_settings``."""
     try:
         return validate_connector_config(resolve_connector_type(type_name), settings)
     except (ConfigError, ValueError):
         return None
-
-
-def load_config(
-    path: str | Path | None = None,
-    env: Mapping[str, str] = os.environ,
-    *,
-    check_connectors: bool = True,
-) -> ServoConfig:
-    """``servo_actors.config.load_config`` with, when ``check_connectors`` (the default), every
-    connector's type resolved (imported) and its settings validated, each problem reported with the
-    file's others in one ConfigError."""
-    return _load_config(path, env, connector_check=connector_settings_problems if check_connectors else None)
-
-
-def load_apps(
-    path: str | Path | None = None,
-    env: Mapping[str, str] = os.environ,
-    *,
-    check_connectors: bool = True,
-) -> ServoApps:
-    """``servo_actors.config.load_apps`` (every application of the file) with, as ``load_config``,
-    every connector's type resolved and its settings validated."""
-    return _load_apps(path, env, connector_check=connector_settings_problems if check_connectors else None)
-
-
-def effective_config(config: ServoConfig) -> dict[str, Any]:
-    """``servo_actors.config.effective_config`` with each connector's settings as its model has
-    them (defaults filled in, secrets masked)."""
-    return _effective_config(config, connector_settings=effective_settings)

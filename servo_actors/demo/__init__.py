@@ -10,9 +10,17 @@ moment; the exit code is then 128 + the signal.
 The parts: ``run`` (``run_demo``, the main flow and its Abort presses), ``setup`` (what a demo
 optimizes: ``DemoOptions``, ``DemoSetup``, the synthetic plan and config), ``optimizer_process``
 (starting and stopping the optimizer's process), ``summary`` (the step lines and the closing
-summary), ``errors`` (``DemoError``).
+summary), ``app_demo`` (``AppDemo``: one application's part, its lines, Abort presses and
+summary), ``errors`` (``DemoError``). ``DemoOptions.apps`` runs several applications in the one
+servo, each against its own session of the one optimizer.
 """
 
+from servo_actors.demo.app_demo import (
+    ABORT_LOOK_INTERVAL,
+    ABORT_WAIT,
+    PRESS_JOIN_TIMEOUT,
+    STATE_TIMEOUT,
+)
 from servo_actors.demo.errors import DemoError
 from servo_actors.demo.optimizer_process import (
     OPTIMIZER_START_TIMEOUT,
@@ -20,16 +28,13 @@ from servo_actors.demo.optimizer_process import (
     STDERR_TAIL_LINES,
 )
 from servo_actors.demo.run import (
-    ABORT_LOOK_INTERVAL,
-    ABORT_WAIT,
-    PRESS_JOIN_TIMEOUT,
-    STATE_TIMEOUT,
     STATUS_INTERVAL,
     STATUS_STOP_TIMEOUT,
     run_demo,
 )
 from servo_actors.demo.setup import (
     DEMO_APP,
+    MAX_APPS,
     PROGRESS_INTERVAL,
     TIME_SCALE,
     DemoOptions,
@@ -47,6 +52,7 @@ __all__ = [
     "DemoError",
     "DemoOptions",
     "DemoSetup",
+    "MAX_APPS",
     "OPTIMIZER_START_TIMEOUT",
     "OPTIMIZER_STOP_TIMEOUT",
     "PRESS_JOIN_TIMEOUT",

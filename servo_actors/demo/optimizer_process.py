@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from servo_actors import signals
@@ -31,9 +31,13 @@ STDERR_TAIL_LINES = 20
 
 
 @contextlib.contextmanager
-def running_optimizer(plan: Path, state_file: Path, watcher: signals.SignalWatcher) -> Iterator[str | None]:
-    """Start ``optimizer serve`` on a free loopback port; yield its URL (None if a stop signal came
-    first); stop it by PID. Its stderr (its log) goes on to ours, line by line."""
+def running_optimizer(
+    plans: Sequence[Path], state: Path, watcher: signals.SignalWatcher
+) -> Iterator[str | None]:
+    """Start ``optimizer serve`` on a free loopback port, one application per plan; yield its URL
+    (None if a stop signal came first); stop it by PID. Its stderr (its log) goes on to ours, line
+    by line. ``state`` is the state file of one plan, or an existing folder for several (one file
+    per application)."""
     command = [
         sys.executable,
         "-m",
@@ -44,10 +48,9 @@ def running_optimizer(plan: Path, state_file: Path, watcher: signals.SignalWatch
         "127.0.0.1",
         "--port",
         "0",
-        "--plan",
-        str(plan),
+        *(arg for plan in plans for arg in ("--plan", str(plan))),
         "--state",
-        str(state_file),
+        str(state),
     ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)

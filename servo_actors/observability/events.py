@@ -30,6 +30,8 @@ from servo_actors.observability.health import AppsHealth, HealthState, Verdict
 from servo_actors.observability.registry import ServoMetrics
 from servo_actors.vocabulary import COMMAND_OF_EVENT, SUPERVISOR_LOST
 
+# Named for what it logs, not after this module: a line of the servo's events reads
+# "servo_actors.events: command MEASURE ...", and readers (and tests) select them by this name.
 log = logging.getLogger("servo_actors.events")
 
 RESULT_COMMANDS = COMMAND_OF_EVENT

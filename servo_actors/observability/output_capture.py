@@ -160,6 +160,8 @@ class OutputCapture:
         self._clock = clock
         self._splitters = {name: LineSplitter(max_line_bytes) for name in STREAMS.values()}
         self._loggers = {name: logging.getLogger(name) for name in STREAMS.values()}
+        # Beside the "stdout" and "stderr" loggers of the lines themselves: "output" says what
+        # became of them (lines dropped over the rate budget), under a name a reader filters on.
         self._note = logging.getLogger("output")
         self._quiet_since: dict[str, float] = {}
 

@@ -50,6 +50,7 @@ __all__ = [
     "ConfirmSpec",
     "Constraint",
     "ConstraintField",
+    "METRIC_NAME",
     "MIN_VIOLATION",
     "MeasureSpec",
     "Objective",
@@ -74,7 +75,8 @@ _OPERATORS: dict[str, Callable[[float, float], bool]] = {
 _METRIC = r"[A-Za-z_][A-Za-z0-9_.:-]*"
 _NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 _CONSTRAINT = re.compile(rf"^\s*({_METRIC})\s*(<=|>=|==|<|>)\s*({_NUMBER})\s*$")
-_METRIC_NAME = re.compile(rf"^{_METRIC}$")
+METRIC_NAME = re.compile(rf"^{_METRIC}$")
+"""A metric's name as a plan writes it (objective, constraints, metrics): the whole string matches."""
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ def parse_constraint(text: object) -> Constraint:
 
 
 def _metric_name(value: str) -> str:
-    if not _METRIC_NAME.fullmatch(value):
+    if not METRIC_NAME.fullmatch(value):
         raise ValueError(f"{value!r} is not a metric name")
     return value
 

@@ -44,8 +44,9 @@ Every request runs on a short-lived worker thread while the caller waits on ``st
 once; an abandoned request finishes in the background on a session that is then discarded. The
 client may be used from several threads (requests' connection pool is thread-safe).
 
-This module holds the protocol calls and their retry loops; one POST and its ``Outcome`` are in
-``exchange``, the token header and its masking in ``auth``.
+This module holds the protocol calls and their retry loops; the client holds an
+``exchange.HttpExchange``, which makes one POST and says what it came to (an ``Outcome``); the
+token header is ``auth``'s.
 """
 
 from __future__ import annotations
@@ -64,14 +65,9 @@ from servo_actors.config.optimizer_section import OptimizerConfig, Settings
 from servo_actors.config.secrets import read_token
 from servo_actors.errors import ProtocolError
 from servo_actors.observability import events
-from servo_actors.protocol.auth import auth_headers
 from servo_actors.protocol.backoff import BackoffPolicy, RetrySchedule, refusal_delay
 from servo_actors.protocol.commands import Command, OptimizerStatus
-from servo_actors.protocol.exchange import (
-    HttpExchange,
-    Outcome,
-    new_session,
-)
+from servo_actors.protocol.exchange import HttpExchange, Outcome
 from servo_actors.protocol.reading import parse_reply
 from servo_actors.protocol.unreachable import UnreachableNotice
 from servo_actors.protocol.wire_types import Event
@@ -104,7 +100,7 @@ class Undelivered:
     why: str
 
 
-class OptimizerClient(HttpExchange):
+class OptimizerClient:
     """Talks to the optimizer at ``optimizer.servo_url``. See the module docstring for the rules.
 
     ``token``: the token as a SecretStr; when None, ``read_token(optimizer)`` resolves it (the
@@ -134,11 +130,10 @@ class OptimizerClient(HttpExchange):
         self.watcher = watcher
         self._stop = stop if stop is not None else threading.Event()
         self._rng = rng if rng is not None else random.Random()
-        self._secret = token.get_secret_value().strip() if token is not None else None
-        self._headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT, **auth_headers(token)}
-        self._session_lock = threading.Lock()
-        self._session = new_session()
         self._notice = UnreachableNotice(self.url, optimizer.id)
+        self._http = HttpExchange(
+            self.url, settings, token=token, servo_uid=servo_uid, stop=self._stop, notice=self._notice
+        )
         if not settings.ssl_verify:
             log.warning(
                 "settings.ssl_verify is false: the optimizer's TLS certificate at %s is not checked, "
@@ -156,8 +151,7 @@ class OptimizerClient(HttpExchange):
         self.close()
 
     def close(self) -> None:
-        with self._session_lock:
-            self._session.close()
+        self._http.close()
 
     # --- the protocol ---------------------------------------------------------------------------
 
@@ -201,7 +195,7 @@ class OptimizerClient(HttpExchange):
         deadline = time.monotonic() + timeouts.connect + timeouts.read
         schedule = self._schedule(gives_up=False)
         while True:
-            outcome = self._exchange(event, progress, deadline=deadline, interruptible=True)
+            outcome = self._http.post(event, progress, deadline=deadline, interruptible=True)
             if outcome.kind == "stopped":
                 return None
             if outcome.kind == "ok":
@@ -228,7 +222,9 @@ class OptimizerClient(HttpExchange):
     def goodbye(self, reason: str, *, timeout: float = GOODBYE_TIMEOUT) -> OptimizerStatus | None:
         """GOODBYE, best effort: one attempt of at most ``timeout`` seconds, even after ``stop``."""
         deadline = time.monotonic() + timeout
-        outcome = self._exchange(Event.GOODBYE, goodbye_param(reason), deadline=deadline, interruptible=False)
+        outcome = self._http.post(
+            Event.GOODBYE, goodbye_param(reason), deadline=deadline, interruptible=False
+        )
         if outcome.kind == "ok":
             outcome = self._read_reply(outcome, expect=OptimizerStatus)
             if outcome.kind == "ok":
@@ -254,7 +250,7 @@ class OptimizerClient(HttpExchange):
         expect = (Command if event == Event.WHATS_NEXT else OptimizerStatus,)
         schedule = self._schedule(gives_up=gives_up)
         while not self._stop.is_set():
-            outcome = self._exchange(event, param, deadline=None, interruptible=True)
+            outcome = self._http.post(event, param, deadline=None, interruptible=True)
             if outcome.kind == "stopped":
                 return Undelivered("the servo was stopping")
             if outcome.kind == "ok":
@@ -335,7 +331,7 @@ class OptimizerClient(HttpExchange):
         try:
             reply = parse_reply(outcome.body)
         except ProtocolError as exc:
-            problem = f"the reply has the wrong shape: {self._redact(str(exc))}"
+            problem = f"the reply has the wrong shape: {self._http.redact(str(exc))}"
             return Outcome("bad-reply", outcome.status, None, problem)
         if not isinstance(reply, expect):
             if isinstance(reply, OptimizerStatus):

@@ -1,7 +1,7 @@
 """One POST to the optimizer, on a worker thread, and what it came to (an ``Outcome``).
 
-Apart from the client's protocol calls and their retry loops, which only see ``Outcome``: this is
-the one module of the protocol that speaks HTTP (``requests``), bounds a reply's size and time,
+``OptimizerClient`` holds one ``HttpExchange`` and sees only its ``Outcome``s; this is the one
+module of the protocol that speaks HTTP (``requests``), bounds a reply's size and time,
 and sorts HTTP statuses into retry, refused, rejected and gone (docs/protocol.md,
 "Errors and retries").
 
@@ -21,11 +21,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import requests
+from pydantic import SecretStr
 
+from servo_actors import USER_AGENT
 from servo_actors.config.optimizer_section import Settings
 from servo_actors.errors import ProtocolError
 from servo_actors.logs import redact
 from servo_actors.observability import events
+from servo_actors.protocol.auth import auth_headers
 from servo_actors.protocol.backoff import MIN_DELAY
 from servo_actors.protocol.json_bounds import decode_reply
 from servo_actors.protocol.unreachable import UnreachableNotice, connection_problem
@@ -88,22 +91,51 @@ def new_session() -> requests.Session:
 
 
 class HttpExchange:
-    """One POST and its ``Outcome``: a mixin of ``OptimizerClient``, which sets these attributes."""
+    """Posts protocol messages to the optimizer at ``url``, each on a worker thread; ``OptimizerClient``
+    holds one and decides, from each ``Outcome``, what to retry.
 
-    url: str
-    servo_uid: str | None
-    settings: Settings
-    _stop: threading.Event
-    _secret: str | None
-    _headers: dict[str, str]
-    _session_lock: threading.Lock
-    _session: requests.Session
-    _notice: UnreachableNotice
+    ``token`` goes out in the auth header (``auth.auth_headers``) and is masked in every problem
+    phrase; ``stop`` ends an interruptible post at once; ``notice`` is told when the optimizer
+    answers (any HTTP status).
+    """
 
-    def _exchange(
+    def __init__(
+        self,
+        url: str,
+        settings: Settings,
+        *,
+        token: SecretStr | None,
+        servo_uid: str | None,
+        stop: threading.Event,
+        notice: UnreachableNotice,
+    ) -> None:
+        self.url = url
+        self.servo_uid = servo_uid
+        self.settings = settings
+        self._stop = stop
+        self._notice = notice
+        self._secret = token.get_secret_value().strip() if token is not None else None
+        self._headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT, **auth_headers(token)}
+        self._session_lock = threading.Lock()
+        self._session = new_session()
+
+    def __repr__(self) -> str:
+        return f"HttpExchange(url={self.url!r}, servo_uid={self.servo_uid!r})"
+
+    def close(self) -> None:
+        """Close the current session's connections (an abandoned request's session closes itself)."""
+        with self._session_lock:
+            self._session.close()
+
+    def redact(self, text: str) -> str:
+        """``text`` with the token masked, for a log line or an error."""
+        return redact(text, self._secret)
+
+    def post(
         self, event: str, param: dict[str, Any] | None, *, deadline: float | None, interruptible: bool
     ) -> Outcome:
-        """``_post``, and what it came to told to the servo's metrics and health state."""
+        """One POST of ``event`` (see ``_post``), and what it came to told to the servo's metrics
+        and health state."""
         events.exchange_began()
         try:
             outcome = self._post(event, param, deadline=deadline, interruptible=interruptible)
@@ -195,7 +227,7 @@ class HttpExchange:
             problem = f"cannot connect: {connection_problem(exc)}"
             return Outcome("retry", problem=problem, unreachable=True)
         else:
-            problem = f"{type(exc).__name__}: {self._redact(str(exc))[:LOGGED_BODY_CHARS]}"
+            problem = f"{type(exc).__name__}: {self.redact(str(exc))[:LOGGED_BODY_CHARS]}"
         return Outcome("retry", problem=problem)
 
     def _classify(self, response: requests.Response, content: bytes | None) -> Outcome:
@@ -220,10 +252,7 @@ class HttpExchange:
 
     def _snippet(self, content: bytes | None) -> str:
         text = (content or b"")[:LOGGED_BODY_CHARS].decode("utf-8", errors="replace")
-        return self._redact(" ".join(text.split()))
-
-    def _redact(self, text: str) -> str:
-        return redact(text, self._secret)
+        return self.redact(" ".join(text.split()))
 
 
 def _cut(response: requests.Response | None) -> None:

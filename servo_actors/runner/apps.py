@@ -13,6 +13,9 @@ touched. An application whose loop ends (past its ``supervisor.microreboots``: G
 ``failure``) ends alone; the run ends on SIGTERM/SIGINT (GOODBYE from every loop) or once every
 loop has ended, with the highest exit code among them.
 
+``observers`` (by ORG/APP) are told of their application's commands and results, on its loop's
+thread (``demo --apps``); ``request_stop(app)`` ends one application's loop alone (GOODBYE).
+
 Here, on the main thread: the signals, the metrics endpoint (``settings.metrics`` of the first
 document) and SIGHUP. A SIGHUP reads the file again; a broken one is refused (logged) and nothing
 changes. Otherwise, by ORG/APP: an application added starts (its loop says HELLO); one removed
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from servo_actors import observability
@@ -34,6 +37,7 @@ from servo_actors.errors import ConfigError, ServoError
 from servo_actors.logs import log_as_app
 from servo_actors.observability import events
 from servo_actors.runner.loop import Runner
+from servo_actors.runner.state import Observer
 from servo_actors.signals import SignalWatcher
 
 __all__ = ["MAIN_WAIT", "AppsRunner"]
@@ -59,9 +63,15 @@ class AppsRunner:
     """Runs every application of ``configs`` in one servo (module docstring)."""
 
     def __init__(
-        self, configs: Sequence[ServoConfig], *, config_path: str | None = None, signals: SignalWatcher
+        self,
+        configs: Sequence[ServoConfig],
+        *,
+        config_path: str | None = None,
+        signals: SignalWatcher,
+        observers: Mapping[str, Observer] | None = None,
     ) -> None:
         self.configs = {config.app or "": config for config in configs}
+        self.observers = dict(observers or {})  # by ORG/APP: told of that application's commands
         self.config_path = config_path
         self.signals = signals
         self.tree = ServoTree()
@@ -106,11 +116,25 @@ class AppsRunner:
     def _start(self, config: ServoConfig) -> None:
         app = config.app or ""
         signals = self.signals.child()
-        runner = Runner(config, config_path=self.config_path, signals=signals, root=self.tree)
+        runner = Runner(
+            config,
+            config_path=self.config_path,
+            signals=signals,
+            root=self.tree,
+            observer=self.observers.get(app),
+        )
         thread = threading.Thread(target=self._run_one, args=(runner,), name=f"app {app}")
         with self._lock:
             self.loops[app] = _Loop(runner, thread, signals)
         thread.start()
+
+    def request_stop(self, app: str, reason: str = "shutdown") -> None:
+        """End one application's loop as a signal would, with GOODBYE ``reason``; the others go
+        on (safe from any thread, an observer's included)."""
+        with self._lock:
+            loop = self.loops.get(app)
+        if loop is not None:
+            loop.runner.request_stop(reason)
 
     def _stop(self, app: str) -> _Loop:
         with self._lock:
@@ -121,11 +145,13 @@ class AppsRunner:
 
     def _reload(self) -> None:
         """SIGHUP (module docstring)."""
-        from servo_actors.connectors.registry import load_apps
+        from servo_actors.config.loading import load_apps
+        from servo_actors.connectors.registry import connector_settings_problems
 
         source = self.config_path or "servo.yaml"
         try:
-            new = {config.app or "": config for config in load_apps(self.config_path)}
+            apps = load_apps(self.config_path, connector_check=connector_settings_problems)
+            new = {config.app or "": config for config in apps}
             for config in new.values():
                 if config.optimizer is None:
                     raise ConfigError("no optimizer is configured", source=source, key="optimizer")

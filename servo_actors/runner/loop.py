@@ -25,7 +25,7 @@ from servo_actors.protocol.commands import (
     SleepCommand,
 )
 from servo_actors.runner.operations import Operations
-from servo_actors.runner.params import _control, _dump, _settings_only, telemetry
+from servo_actors.runner.params import connector_control, json_data, settings_only, telemetry
 from servo_actors.runner.recovery import Recovery
 from servo_actors.runner.reload import Reload
 from servo_actors.runner.state import Observer, RunnerState
@@ -191,22 +191,22 @@ class Runner:
     def _dispatch(self, command: Command) -> None:
         events.command_received(command.cmd, command.cmd_uid)
         self._state.notify(
-            "command", {"cmd": command.cmd, "cmd_uid": command.cmd_uid, "param": _dump(command.param)}
+            "command", {"cmd": command.cmd, "cmd_uid": command.cmd_uid, "param": json_data(command.param)}
         )
         if isinstance(command, SleepCommand):
             self._sleep(command.param.duration)
         elif isinstance(command, DescribeCommand):
             self._operations.operate(command, "describe", {}, progress=False)
         elif isinstance(command, MeasureCommand):
-            control = _control(command.param.control)
+            control = connector_control(command.param.control)
             self._operations.operate(
                 command, "measure", {"metrics": list(command.param.metrics), "control": control}
             )
         elif isinstance(command, AdjustCommand):
-            control = _control(command.param.control)
+            control = connector_control(command.param.control)
             components = command.param.state.model_dump(mode="json")["application"]["components"]
             self._operations.operate(
-                command, "adjust", {"components": _settings_only(components), "control": control}
+                command, "adjust", {"components": settings_only(components), "control": control}
             )
 
     def _sleep(self, seconds: float) -> None:

@@ -20,13 +20,13 @@ from servo_actors.progress import ProgressSchedule
 from servo_actors.protocol.commands import Command, OptimizerStatus
 from servo_actors.protocol.progress_lane import ProgressLane
 from servo_actors.protocol.writing import failure_result, progress_param
-from servo_actors.runner.params import _cancel_reason, result_param
+from servo_actors.runner.params import cancel_reason, result_param
 from servo_actors.runner.recovery import Recovery
 from servo_actors.runner.state import RunnerState
 from servo_actors.signals import StopRequested
 from servo_actors.vocabulary import OPERATION_EVENT
 
-__all__ = ["REPLY_CHECK_FIRST", "Operations", "_ProgressPosts", "_RESULT_EVENTS"]
+__all__ = ["REPLY_CHECK_FIRST", "Operations"]
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ class Operations:
             "cancelled", {"cmd": command.cmd, "cmd_uid": command.cmd_uid, "status": reply.status}
         )
         if reply.status == "cancel":
-            reason, message = _cancel_reason(reply)
+            reason, message = cancel_reason(reply)
             self.post_result(
                 event,
                 failure_result(event, command.cmd_uid, status="cancelled", reason=reason, message=message),

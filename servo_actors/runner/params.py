@@ -26,12 +26,11 @@ from servo_actors.protocol.writing import (
 from servo_actors.vocabulary import ADJUSTMENT, DESCRIPTION, MEASUREMENT
 
 __all__ = [
-    "_cancel_reason",
-    "_control",
-    "_data_param",
-    "_dump",
-    "_settings_only",
+    "cancel_reason",
+    "connector_control",
+    "json_data",
     "result_param",
+    "settings_only",
     "telemetry",
 ]
 
@@ -167,7 +166,8 @@ def telemetry(config: ServoConfig) -> dict[str, Any]:
     }
 
 
-def _control(wire: Any) -> Control:
+def connector_control(wire: Any) -> Control:
+    """The connectors' ``Control`` from a command's wire control (its mappings copied)."""
     return Control(
         duration=wire.duration,
         warmup=wire.warmup,
@@ -179,7 +179,7 @@ def _control(wire: Any) -> Control:
     )
 
 
-def _settings_only(components: dict[str, Any]) -> dict[str, Any]:
+def settings_only(components: dict[str, Any]) -> dict[str, Any]:
     """``{component: {"settings": {setting: {"value": v}}}}``, the shape ``adjust`` receives."""
     return {
         name: {
@@ -191,7 +191,7 @@ def _settings_only(components: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _cancel_reason(reply: OptimizerStatus) -> tuple[str, str]:
+def cancel_reason(reply: OptimizerStatus) -> tuple[str, str]:
     """A reason word and a message from the optimizer's ``cancel``: its reason may be any text
     (``user/abort``, a sentence); the word is made from it and the text kept in the message."""
     text = (reply.reason or "").strip()
@@ -202,5 +202,6 @@ def _cancel_reason(reply: OptimizerStatus) -> tuple[str, str]:
     return word, message
 
 
-def _dump(param: Any) -> Any:
+def json_data(param: Any) -> Any:
+    """A command's param as JSON data (a pydantic model dumped; anything else as it is), for a log event."""
     return param.model_dump(mode="json") if hasattr(param, "model_dump") else param

@@ -40,12 +40,12 @@ class Reload:
         """
         state = self._state
         assert state.runtime is not None
-        from servo_actors.config.loading import require_optimizer
-        from servo_actors.connectors.registry import load_apps
+        from servo_actors.config.loading import load_apps, require_optimizer
+        from servo_actors.connectors.registry import connector_settings_problems
 
         source = state.config_path or "servo.yaml"
         try:
-            apps = load_apps(state.config_path)
+            apps = load_apps(state.config_path, connector_check=connector_settings_problems)
             # A file of several applications: this servo's own (by its ORG/APP) is the one applied.
             new = apps.by_app(state.config.app or "") if apps.several else apps.first
             require_optimizer(new)

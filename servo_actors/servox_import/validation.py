@@ -14,9 +14,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from servo_actors.config import ServoConfig
+from servo_actors.config import ServoConfig, load_apps
 from servo_actors.config.problems import ConfigProblem, config_error, problems_from_validation
-from servo_actors.connectors.registry import connector_settings_problems, load_apps
+from servo_actors.connectors.registry import connector_settings_problems
 from servo_actors.errors import ConfigError
 
 __all__ = ["check_applications", "check_converted"]
@@ -51,7 +51,7 @@ def check_applications(text: str, *, source: str) -> None:
         path = Path(folder, "servo.yaml")
         path.write_text(text, encoding="utf-8")
         try:
-            load_apps(path, {}, check_connectors=True)
+            load_apps(path, {}, connector_check=connector_settings_problems)
         except ConfigError as exc:
             raise ConfigError(
                 f"{source} converts, but {RESULT}'s documents do not go together:\n{exc}"

@@ -15,8 +15,12 @@ import yaml
 from servo_actors import __version__
 from servo_actors.cli import ServoGroup, cli
 from servo_actors.cli.context import color_enabled, format_table, styled
-from servo_actors.config import ServoConfig
-from servo_actors.connectors.registry import BUILTIN_CONNECTORS, effective_config, load_apps
+from servo_actors.config import ServoConfig, effective_config, load_apps
+from servo_actors.connectors.registry import (
+    BUILTIN_CONNECTORS,
+    connector_settings_problems,
+    effective_settings,
+)
 from servo_actors.errors import (
     ConfigError,
     ConnectorError,
@@ -190,8 +194,8 @@ def test_schema_accepts_the_examples_and_their_effective_config(path: Path, run_
     schema = json.loads(run_cli(["schema"]).stdout)
     for document in yaml.safe_load_all(path.read_text()):  # the schema is one document's
         jsonschema.validate(document, schema)
-    for config in load_apps(path, env={}):
-        jsonschema.validate(effective_config(config), schema)
+    for config in load_apps(path, env={}, connector_check=connector_settings_problems):
+        jsonschema.validate(effective_config(config, connector_settings=effective_settings), schema)
 
 
 def test_schema_rejects_what_the_loader_rejects(run_cli) -> None:

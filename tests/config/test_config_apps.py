@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from servo_actors.connectors.registry import load_apps, load_config
+from servo_actors.config import load_apps, load_config
+from servo_actors.connectors.registry import connector_settings_problems
 from servo_actors.errors import ConfigError
 
 TWO = """\
@@ -34,19 +35,21 @@ def _problems(exc: pytest.ExceptionInfo[ConfigError]) -> list[str]:
 
 def test_one_document_is_one_application_as_before(write_config) -> None:
     path = write_config("optimizer: {id: example.com/web}\nconnectors: [{name: a, type: wait}]\n")
-    apps = load_apps(path)
+    apps = load_apps(path, connector_check=connector_settings_problems)
     assert not apps.several and len(apps) == 1
     assert apps.first.document is None and apps.first.app == "example.com/web"
-    assert load_config(path) == apps.first
+    assert load_config(path, connector_check=connector_settings_problems) == apps.first
 
 
 def test_a_file_without_optimizer_is_still_one_application(write_config) -> None:
-    apps = load_apps(write_config("connectors: [{name: a, type: wait}]\n"))
+    apps = load_apps(
+        write_config("connectors: [{name: a, type: wait}]\n"), connector_check=connector_settings_problems
+    )
     assert apps.names == [] and apps.first.app is None
 
 
 def test_several_documents_each_with_their_own_sections(write_config) -> None:
-    apps = load_apps(write_config(TWO))
+    apps = load_apps(write_config(TWO), connector_check=connector_settings_problems)
     assert apps.several and apps.names == ["acme.com/web", "acme.com/db"]
     web, db = apps
     assert (web.document, db.document) == (1, 2)
@@ -56,16 +59,16 @@ def test_several_documents_each_with_their_own_sections(write_config) -> None:
 
 
 def test_a_trailing_empty_document_is_ignored(write_config) -> None:
-    assert len(load_apps(write_config(TWO + "---\n"))) == 2
+    assert len(load_apps(write_config(TWO + "---\n"), connector_check=connector_settings_problems)) == 2
 
 
 def test_load_config_refuses_several_naming_them(write_config) -> None:
     with pytest.raises(ConfigError, match=r"holds 2 applications \(acme.com/web, acme.com/db\)"):
-        load_config(write_config(TWO))
+        load_config(write_config(TWO), connector_check=connector_settings_problems)
 
 
 def test_selection_by_app_and_unknown_app_names_the_known_ones(write_config) -> None:
-    apps = load_apps(write_config(TWO))
+    apps = load_apps(write_config(TWO), connector_check=connector_settings_problems)
     assert [c.app for c in apps.select(["acme.com/db"])] == ["acme.com/db"]
     assert [c.app for c in apps.select([])] == ["acme.com/web", "acme.com/db"]
     with pytest.raises(
@@ -86,7 +89,7 @@ def test_every_mistake_names_its_document_and_key(write_config) -> None:
         "connectors: []\n"
     )
     with pytest.raises(ConfigError) as exc:
-        load_apps(path)
+        load_apps(path, connector_check=connector_settings_problems)
     problems = _problems(exc)
     doc2 = f"{path} document 2 (acme.com/web)"
     assert f"{doc2}: optimizer.id: 'acme.com/web' is already the application of document 1" in problems
@@ -98,13 +101,16 @@ def test_every_mistake_names_its_document_and_key(write_config) -> None:
 
 def test_a_document_that_is_not_a_mapping_is_named(write_config) -> None:
     with pytest.raises(ConfigError, match=r"document 2: the top level must be a mapping"):
-        load_apps(write_config("optimizer: {id: acme.com/web}\n---\n- a list\n"))
+        load_apps(
+            write_config("optimizer: {id: acme.com/web}\n---\n- a list\n"),
+            connector_check=connector_settings_problems,
+        )
 
 
 def test_servo_wide_keys_are_the_first_documents(write_config) -> None:
     same = "settings: {metrics: {listen: '127.0.0.1:9911'}}\n"
     ok = write_config("optimizer: {id: acme.com/a}\n" + same + "---\noptimizer: {id: acme.com/b}\n" + same)
-    assert len(load_apps(ok)) == 2
+    assert len(load_apps(ok, connector_check=connector_settings_problems)) == 2
     other = write_config(
         "optimizer: {id: acme.com/a}\n---\noptimizer: {id: acme.com/b}\nsupervisor: {run_dir: /tmp/x}\n",
         name="other.yaml",
@@ -112,14 +118,20 @@ def test_servo_wide_keys_are_the_first_documents(write_config) -> None:
     with pytest.raises(
         ConfigError, match=r"document 2 \(acme.com/b\): supervisor.run_dir: belongs to the whole servo"
     ):
-        load_apps(other)
+        load_apps(other, connector_check=connector_settings_problems)
 
 
 def test_environment_naming_one_app_is_refused_with_several(write_config) -> None:
     path = write_config(TWO)
     with pytest.raises(ConfigError, match="OPSANI_OPTIMIZER name one application"):
-        load_apps(path, env={"OPSANI_OPTIMIZER": "acme.com/other"})
-    apps = load_apps(path, env={"OPSANI_TOKEN": "shared-token", "SERVO_UID": "u1"})
+        load_apps(
+            path, env={"OPSANI_OPTIMIZER": "acme.com/other"}, connector_check=connector_settings_problems
+        )
+    apps = load_apps(
+        path,
+        env={"OPSANI_TOKEN": "shared-token", "SERVO_UID": "u1"},
+        connector_check=connector_settings_problems,
+    )
     assert all(c.optimizer is not None and c.optimizer.token is not None for c in apps)
     assert {c.optimizer.token.get_secret_value() for c in apps if c.optimizer and c.optimizer.token} == {
         "shared-token"

@@ -6,7 +6,8 @@ import kubernetes_validate
 import yaml
 
 from servo_actors import __version__
-from servo_actors.connectors.registry import effective_config, load_config
+from servo_actors.config import effective_config, load_config
+from servo_actors.connectors.registry import connector_settings_problems, effective_settings
 
 CONFIG = """\
 optimizer:
@@ -50,11 +51,14 @@ def test_the_manifest_is_a_valid_configmap_that_loads_back_without_secrets(
     mounted.mkdir()
     (mounted / "servo.yaml").write_text(text, encoding="utf-8")
     secrets = {"OPSANI_TOKEN": "tok-secret-0042", "SERVO_LOAD_HEADERS__AUTHORIZATION": "Bearer hdr-secret-77"}
-    again = load_config(mounted / "servo.yaml", env=secrets)
-    original = load_config(path, env={})
+    again = load_config(mounted / "servo.yaml", env=secrets, connector_check=connector_settings_problems)
+    original = load_config(path, env={}, connector_check=connector_settings_problems)
     assert again.optimizer is not None and again.optimizer.token is not None
     assert again.optimizer.token.get_secret_value() == "tok-secret-0042"
-    shown_again, shown = effective_config(again), effective_config(original)
+    shown_again, shown = (
+        effective_config(again, connector_settings=effective_settings),
+        effective_config(original, connector_settings=effective_settings),
+    )
     assert shown_again["connectors"][0]["config"]["headers"] == {
         "Accept": "text/plain",
         "authorization": "**********",

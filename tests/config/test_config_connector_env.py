@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from servo_actors.connectors.registry import effective_config, load_config
+from servo_actors.config import effective_config, load_config
+from servo_actors.connectors.registry import connector_settings_problems, effective_settings
 from servo_actors.errors import ConfigError
 
 CONFIG = """\
@@ -30,8 +31,10 @@ connectors:
 
 def test_a_variable_fills_a_field_the_file_leaves_out(write_config) -> None:
     path = write_config(CONFIG)
-    config = load_config(path, env={"SERVO_PROM_MAIN_RETRIES": "3"})
-    shown = effective_config(config)["connectors"][0]["config"]
+    config = load_config(
+        path, env={"SERVO_PROM_MAIN_RETRIES": "3"}, connector_check=connector_settings_problems
+    )
+    shown = effective_config(config, connector_settings=effective_settings)["connectors"][0]["config"]
     assert shown["retries"] == 3
     assert (
         config.provenance.source_of(("connectors", 0, "config", "retries")) == "env SERVO_PROM_MAIN_RETRIES"
@@ -41,9 +44,11 @@ def test_a_variable_fills_a_field_the_file_leaves_out(write_config) -> None:
 def test_a_variable_wins_over_the_files_value(write_config) -> None:
     path = write_config(CONFIG)
     config = load_config(
-        path, env={"SERVO_PROM_MAIN_TIMEOUT": "30s", "SERVO_PROM_MAIN_BASE_URL": "http://p:9091"}
+        path,
+        env={"SERVO_PROM_MAIN_TIMEOUT": "30s", "SERVO_PROM_MAIN_BASE_URL": "http://p:9091"},
+        connector_check=connector_settings_problems,
     )
-    shown = effective_config(config)["connectors"][0]["config"]
+    shown = effective_config(config, connector_settings=effective_settings)["connectors"][0]["config"]
     assert (shown["timeout"], shown["base_url"]) == ("30s", "http://p:9091")
     assert (
         config.provenance.source_of(("connectors", 0, "config", "timeout")) == "env SERVO_PROM_MAIN_TIMEOUT"
@@ -53,44 +58,60 @@ def test_a_variable_wins_over_the_files_value(write_config) -> None:
 def test_the_longest_connector_name_matches(write_config) -> None:
     # SERVO_PROM_MAIN_TIMEOUT could be prom's "main_timeout": the longer name, prom-main, wins.
     path = write_config(CONFIG)
-    config = load_config(path, env={"SERVO_PROM_MAIN_TIMEOUT": "30s", "SERVO_PROM_TIMEOUT": "2s"})
-    shown = effective_config(config)["connectors"]
+    config = load_config(
+        path,
+        env={"SERVO_PROM_MAIN_TIMEOUT": "30s", "SERVO_PROM_TIMEOUT": "2s"},
+        connector_check=connector_settings_problems,
+    )
+    shown = effective_config(config, connector_settings=effective_settings)["connectors"]
     assert (shown[0]["config"]["timeout"], shown[1]["config"]["timeout"]) == ("30s", "2s")
 
 
 def test_nested_fields_with_double_underscores_and_list_items(write_config) -> None:
     path = write_config(CONFIG)
     env = {"SERVO_PROM_METRICS__0__STEP": "5", "SERVO_PROM_METRICS__0__ABSENT": "zero"}
-    metric = effective_config(load_config(path, env=env))["connectors"][1]["config"]["metrics"][0]
+    metric = effective_config(
+        load_config(path, env=env, connector_check=connector_settings_problems),
+        connector_settings=effective_settings,
+    )["connectors"][1]["config"]["metrics"][0]
     assert (metric["step"], metric["absent"]) == ("5s", "zero")
 
 
 def test_values_are_yaml_so_lists_and_mappings_can_be_given_whole(write_config) -> None:
     path = write_config(CONFIG)
     env = {"SERVO_PROM_METRICS": '[{name: a, query: up}, {"name": "b", "query": "up"}]'}
-    metrics = effective_config(load_config(path, env=env))["connectors"][1]["config"]["metrics"]
+    metrics = effective_config(
+        load_config(path, env=env, connector_check=connector_settings_problems),
+        connector_settings=effective_settings,
+    )["connectors"][1]["config"]["metrics"]
     assert [m["name"] for m in metrics] == ["a", "b"]
 
 
 def test_a_bad_value_names_the_variable(write_config) -> None:
     path = write_config(CONFIG)
     with pytest.raises(ConfigError) as error:
-        load_config(path, env={"SERVO_PROM_RETRIES": "many"})
+        load_config(path, env={"SERVO_PROM_RETRIES": "many"}, connector_check=connector_settings_problems)
     assert str(error.value).startswith("env SERVO_PROM_RETRIES: connectors[1].config.retries:")
     with pytest.raises(
         ConfigError, match=r"env SERVO_PROM_METRICS__5__STEP: metrics has 1 item\(s\): no index 5"
     ):
-        load_config(path, env={"SERVO_PROM_METRICS__5__STEP": "5"})
+        load_config(
+            path, env={"SERVO_PROM_METRICS__5__STEP": "5"}, connector_check=connector_settings_problems
+        )
     with pytest.raises(ConfigError, match="env SERVO_PROM_RETRIES: the value is not a YAML value"):
-        load_config(path, env={"SERVO_PROM_RETRIES": "[unclosed"})
+        load_config(
+            path, env={"SERVO_PROM_RETRIES": "[unclosed"}, connector_check=connector_settings_problems
+        )
 
 
 def test_the_servos_own_variables_and_unknown_connectors_are_left_alone(write_config) -> None:
     path = write_config(CONFIG.replace("name: prom\n", "name: log\n"))
     config = load_config(
-        path, env={"SERVO_LOG_LEVEL": "debug", "SERVO_NOSUCH_X": "1", "SERVO_LOG_TIMEOUT": "3s"}
+        path,
+        env={"SERVO_LOG_LEVEL": "debug", "SERVO_NOSUCH_X": "1", "SERVO_LOG_TIMEOUT": "3s"},
+        connector_check=connector_settings_problems,
     )
-    shown = effective_config(config)["connectors"][1]["config"]
+    shown = effective_config(config, connector_settings=effective_settings)["connectors"][1]["config"]
     assert "level" not in shown and shown["timeout"] == "3s"
 
 
@@ -101,8 +122,8 @@ def test_dotenv_beside_the_file_under_the_environment(write_config, tmp_path) ->
         "SERVO_PROM_RETRIES=2\n",
         encoding="utf-8",
     )
-    config = load_config(path, env={"SERVO_PROM_RETRIES": "4"})
-    shown = effective_config(config)["connectors"][1]["config"]
+    config = load_config(path, env={"SERVO_PROM_RETRIES": "4"}, connector_check=connector_settings_problems)
+    shown = effective_config(config, connector_settings=effective_settings)["connectors"][1]["config"]
     assert (shown["timeout"], shown["retries"]) == ("7s", 4)
     assert config.optimizer is not None and config.optimizer.token is not None
     assert config.optimizer.token.get_secret_value() == "tok-from-dotenv-1234"
@@ -120,7 +141,13 @@ def test_a_dotenv_in_the_working_directory_is_not_read(write_config, tmp_path, m
     elsewhere.mkdir()
     (elsewhere / ".env").write_text("SERVO_PROM_RETRIES=9\n", encoding="utf-8")
     monkeypatch.chdir(elsewhere)
-    assert effective_config(load_config(path, env={}))["connectors"][1]["config"]["retries"] == 1
+    assert (
+        effective_config(
+            load_config(path, env={}, connector_check=connector_settings_problems),
+            connector_settings=effective_settings,
+        )["connectors"][1]["config"]["retries"]
+        == 1
+    )
 
 
 def test_config_sources_names_every_origin_and_masks_secrets(run_cli, write_config, tmp_path) -> None:
@@ -160,4 +187,4 @@ def test_a_bad_value_from_dotenv_names_the_file(write_config, tmp_path) -> None:
     with pytest.raises(
         ConfigError, match=rf"^{tmp_path / '.env'} SERVO_PROM_RETRIES: the value is not a YAML value"
     ):
-        load_config(path, env={})
+        load_config(path, env={}, connector_check=connector_settings_problems)

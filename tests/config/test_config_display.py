@@ -7,7 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from servo_actors.connectors.registry import effective_config, load_config
+from servo_actors.config import effective_config, load_config
+from servo_actors.connectors.registry import connector_settings_problems, effective_settings
 from servo_actors.logs import MASK
 
 FILE_TOKEN = "file-token-0123456789"
@@ -23,7 +24,10 @@ def test_durations_show_as_strings_where_exact(write_config) -> None:
         "supervisor: {shutdown_timeout: 250ms}\n"
         "connectors: [{name: a, type: 'servo_actors.connectors.base:Connector', shutdown_timeout: 2}]\n"
     )
-    data = effective_config(load_config(path, env={}))
+    data = effective_config(
+        load_config(path, env={}, connector_check=connector_settings_problems),
+        connector_settings=effective_settings,
+    )
     assert data["settings"]["progress_interval"] == "1m30s"
     assert data["settings"]["backoff"]["min"] == 0.0001  # no exact short form: stays seconds
     assert data["settings"]["timeouts"] == {"connect": "5s", "read": "1m"}
@@ -44,12 +48,15 @@ def test_output_loads_back_to_the_same_config(write_config, tmp_path: Path, run_
         assert result.exit_code == 0, result.stderr
         shown = tmp_path / f"shown-{output_format}.yaml"
         shown.write_text(yaml.safe_dump(parse(result.stdout)))
-        again = load_config(shown, env={})
-        assert again.model_dump(exclude={"connectors"}) == load_config(path, env={}).model_dump(
-            exclude={"connectors"}
-        )
+        again = load_config(shown, env={}, connector_check=connector_settings_problems)
+        assert again.model_dump(exclude={"connectors"}) == load_config(
+            path, env={}, connector_check=connector_settings_problems
+        ).model_dump(exclude={"connectors"})
         # Connector configs are shown as their models see them (defaults filled in): showing is stable.
-        assert effective_config(again) == effective_config(load_config(path, env={}))
+        assert effective_config(again, connector_settings=effective_settings) == effective_config(
+            load_config(path, env={}, connector_check=connector_settings_problems),
+            connector_settings=effective_settings,
+        )
     assert yaml.safe_load(run_cli(["-c", str(path), "config"]).stdout)["connectors"][0]["config"] == {
         "url": "http://127.0.0.1:1",
         "api_token": None,

@@ -228,6 +228,35 @@ def test_failed_and_timed_out_checks_are_reported_not_raised():
     assert results["slow"]["success"] is False and "timed out" in results["slow"]["message"]
 
 
+def test_a_check_given_as_a_mapping_carries_its_remedy_severity_tags_and_id(tmp_path):
+    app = connector(
+        check={
+            "ready": {
+                "run": "test -e flag",
+                "remedy": "touch flag",
+                "severity": "critical",
+                "tags": ["files"],
+            },
+            "plain": "true",
+        },
+        cwd=str(tmp_path),
+    )
+    ready, plain = app.check()
+    assert ready == {
+        "name": "ready",
+        "success": False,
+        "message": ready["message"],
+        "remedy": "touch flag",
+        "severity": "critical",
+        "tags": ["files"],
+    }
+    assert not (tmp_path / "flag").exists()  # a remedy is for a person: never run
+    assert plain == {"name": "plain", "success": True, "message": "exited with status 0"}
+    for bad in ({"run": " "}, {"run": "true", "severity": "loud"}, {"remedy": "x"}, {"run": "true", "x": 1}):
+        with pytest.raises(ValidationError):
+            CommandConfig.model_validate({"check": {"c": bad}})
+
+
 def test_missing_shell_or_cwd_fails_to_start(tmp_path):
     with pytest.raises(ConnectorFailure, match="could not start") as failure:
         connector(describe="true", shell=str(tmp_path / "no-such-shell")).describe()

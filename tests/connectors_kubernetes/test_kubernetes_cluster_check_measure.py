@@ -36,6 +36,12 @@ def test_a_missing_permission_is_named(cluster, make_connector) -> None:
     assert "patch deployments.apps" in permissions["message"]
     assert "deploy/kubernetes" in permissions["message"]
     assert "list pods.metrics.k8s.io" in permissions["message"] and "usage" in permissions["message"]
+    # The remedy is the Role rule to add, for the required verb only.
+    assert permissions["remedy"] == (
+        "add to the servo's Role in namespace 'default': "
+        '{apiGroups: ["apps"], resources: ["deployments"], verbs: ["patch"]} '
+        "(deploy/kubernetes/role.yaml holds them all)"
+    )
 
 
 def test_only_an_optional_permission_missing_still_passes(cluster, make_connector) -> None:
@@ -54,8 +60,11 @@ def test_api_down_is_one_clear_failed_check(cluster, make_connector) -> None:
         "name": "kubernetes API reachable",
         "success": False,
         "message": result["message"],
+        "severity": "critical",
+        "remedy": result["remedy"],
     }
     assert "Connection refused" in result["message"]
+    assert result["remedy"].startswith("kubectl --kubeconfig ") and " -n default version" in result["remedy"]
 
 
 def test_missing_container_resources_and_hpa_are_named(cluster, make_connector) -> None:
@@ -70,6 +79,9 @@ def test_missing_container_resources_and_hpa_are_named(cluster, make_connector) 
     assert not named["deployment bare"]["success"]
     assert "neither a cpu request nor a limit" in named["deployment bare"]["message"]
     assert "no container 'ghost'" in named["deployment bare"]["message"]
+    remedy = named["deployment bare"]["remedy"]
+    assert "set resources deployment/bare -c main --requests=cpu=0.25" in remedy
+    assert "get deployment/bare -o 'jsonpath={.spec.template.spec.containers[*].name}'" in remedy
     assert not named["autoscaler of bare"]["success"]
 
 

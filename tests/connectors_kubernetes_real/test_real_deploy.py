@@ -165,6 +165,13 @@ def test_check_passes_with_the_service_account_token_and_names_a_removed_verb(
         assert checked.returncode == 1, f"{checked.stdout}\n{checked.stderr}"
         named = f"not allowed in namespace '{kube_namespace}': {verb} {qualified} "
         assert named in permissions(checked), checked.stdout
+        # The remedy is the Role rule that grants it back, as deploy/kubernetes/role.yaml writes it.
+        [row] = [r for r in json.loads(checked.stdout)["data"]["checks"] if r["name"] == "permissions"]
+        rule = f'{{apiGroups: ["{group}"], resources: ["{resource}"], verbs: ["{verb}"]}}'
+        assert row["remedy"] == (
+            f"add to the servo's Role in namespace '{kube_namespace}': {rule} "
+            "(deploy/kubernetes/role.yaml holds them all)"
+        ), row
         kube_cluster.apply(kube_namespace, role)
         wait_until(
             lambda v=verb, r=qualified: can_i(kube_cluster, kube_namespace, v, r),

@@ -4,6 +4,8 @@ memory, env and replicas, the connector waits by kubectl's rule, and nothing els
 from __future__ import annotations
 
 import copy
+import shlex
+import subprocess
 
 import pytest
 from real_app import SIMULATE_ENV, App, ProgressLog, env_of, main_container, rolled_out, settings
@@ -118,3 +120,11 @@ def test_a_paused_deployment_is_refused_before_any_write_and_fails_its_check(
     assert after["metadata"].get("annotations") == paused["metadata"].get("annotations")
     check = {r["name"]: r for r in connector.check()}["deployment web"]
     assert not check["success"] and "paused" in check["message"]
+    # Its remedy, run as a person would (the servo never runs it), makes the check pass.
+    remedy = shlex.split(check["remedy"])
+    assert remedy[0] == "kubectl" and remedy[-3:] == ["rollout", "resume", "deployment/web"], remedy
+    done = subprocess.run(
+        [str(app.cluster.bin_dir / "kubectl"), *remedy[1:]], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    assert {r["name"]: r for r in connector.check()}["deployment web"]["success"]

@@ -201,9 +201,12 @@ def test_check_asks_the_api_server_and_names_each_missing_permission_with_its_ru
         f"not allowed in namespace '{app.namespace}': watch pods, get configmaps, list configmaps ("
         in mine["message"]
     )
-    assert '{apiGroups: [""], resources: ["pods"], verbs: [watch]}' in mine["message"]
-    assert '{apiGroups: [""], resources: ["configmaps"], verbs: [get, list]}' in mine["message"]
-    assert f"kubectl auth can-i watch pods -n {app.namespace}" in mine["message"]
+    assert mine["remedy"] == (
+        f"add to the servo's Role in namespace '{app.namespace}': "
+        '{apiGroups: [""], resources: ["pods"], verbs: ["watch"]}; '
+        '{apiGroups: [""], resources: ["configmaps"], verbs: ["get", "list"]} '
+        "(deploy/kubernetes/role.yaml holds them all)"
+    )
     theirs = rows[f"permissions ({second_namespace})"]
     assert not theirs["success"]
     assert (
@@ -211,4 +214,6 @@ def test_check_asks_the_api_server_and_names_each_missing_permission_with_its_ru
         in theirs["message"]
     )
     assert not rows["deployment api"]["success"] and "forbidden" in rows["deployment api"]["message"]
+    # Its remedy's kubectl works in the workload's own namespace.
+    assert f"-n {second_namespace} get deployments" in rows["deployment api"]["remedy"]
     assert rows["deployment web"]["success"], rows["deployment web"]

@@ -8,7 +8,9 @@ pytestmark = [pytest.mark.prometheus, pytest.mark.timeout(60)]
 
 
 def _by_name(results: list[dict]) -> dict[str, dict]:
-    assert all(set(result) == {"name", "success", "message"} for result in results)
+    # A failed check carries a remedy (the curl to try); reachability is critical.
+    assert all(set(result) <= {"name", "success", "message", "remedy", "severity"} for result in results)
+    assert all(("remedy" in result) == (not result["success"]) for result in results)
     return {result["name"]: result for result in results}
 
 
@@ -44,6 +46,10 @@ def test_query_checks_report_errors_and_absences_by_policy(prometheus, make_conn
     assert not broken["success"] and "parse error" in broken["message"] and "'sum(up'" in broken["message"]
     assert not results["query needed"]["success"]
     assert "no data" in results["query needed"]["message"]
+    assert "/api/v1/label/__name__/values" in results["query needed"]["remedy"]
+    assert broken["remedy"].startswith(
+        f"curl -sSG {prometheus.base_url}/api/v1/query --data-urlencode 'query=sum(up'"
+    )
     assert results["query optional"]["success"]  # its absence is tolerated by config
     assert "no data" in results["query optional"]["message"]
 
@@ -53,6 +59,8 @@ def test_an_unreachable_prometheus_gives_one_failed_check_naming_the_url(dead_ur
     (result,) = connector.check()
     assert result["name"] == "prometheus reachable" and not result["success"]
     assert dead_url in result["message"]
+    assert result["severity"] == "critical"
+    assert result["remedy"].startswith(f"curl -sS {dead_url}/api/v1/status/buildinfo")
 
 
 @pytest.mark.timeout(90)
@@ -67,3 +75,4 @@ def test_a_down_scrape_target_fails_the_targets_check(prometheus_factory, dead_u
     assert not targets["success"]
     assert "1 of 1 down" in targets["message"] and dead_target in targets["message"]
     assert "connection refused" in targets["message"].lower()  # Prometheus's lastError
+    assert "/api/v1/targets?state=active" in targets["remedy"]

@@ -8,6 +8,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from servo_actors.config import load_config
 from servo_actors.config.models import ServoConfig
 from servo_actors.connectors.base import ConnectorFailure, Control
 from servo_actors.connectors.prometheus import (
@@ -19,7 +20,7 @@ from servo_actors.connectors.prometheus import (
     effective_step,
     series_id,
 )
-from servo_actors.connectors.registry import load_config, resolve_connector_type
+from servo_actors.connectors.registry import connector_settings_problems, resolve_connector_type
 from servo_actors.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "prometheus.yaml"
@@ -167,7 +168,7 @@ def test_a_bad_connector_config_in_servo_yaml_names_file_and_key(tmp_path: Path)
     path = tmp_path / "servo.yaml"
     path.write_text(bad)
     with pytest.raises(ConfigError) as caught:
-        load_config(path, env={})
+        load_config(path, env={}, connector_check=connector_settings_problems)
     message = str(caught.value)
     assert f"{path}: connectors[0].config.metrics[0].step: not a duration: 'soon'" in message
     assert "connectors[0].config.metrics[1].absent:" in message and "'sometimes'" in message

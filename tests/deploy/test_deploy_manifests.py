@@ -9,7 +9,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from servo_actors.connectors.registry import available_connector_types, load_config
+from servo_actors.config import load_config
+from servo_actors.connectors.registry import available_connector_types, connector_settings_problems
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 SCHEMA_VERSIONS = ("1.27.0", "1.30.0", kubernetes_validate.utils.latest_version())
@@ -147,7 +148,9 @@ def test_the_config_map_holds_a_servo_yaml_the_servo_loads(tmp_path: Path) -> No
     (tmp_path / "servo.yaml").write_text(data["servo.yaml"])
     # Strict once the kubernetes connector type is registered; until then the structure only.
     registered = "kubernetes" in available_connector_types()
-    config = load_config(tmp_path / "servo.yaml", env={}, check_connectors=registered)
+    config = load_config(
+        tmp_path / "servo.yaml", env={}, connector_check=connector_settings_problems if registered else None
+    )
     assert [(spec.name, spec.type) for spec in config.connectors] == [("k8s", "kubernetes")]
     assert config.optimizer is not None and config.optimizer.token_file == "/var/run/secrets/servo/token"
     k8s = config.connectors[0].config

@@ -40,7 +40,7 @@ def restored_logging() -> Iterator[None]:
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
-    logs._configured = configured
+    logs.restore_configured(configured)
     logs.forget_secrets()
 
 

@@ -62,7 +62,7 @@ def restored_logging() -> Iterator[None]:
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
-    logs._configured = configured
+    logs.restore_configured(configured)
 
 
 def noisy(**config: Any) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from servo_actors.protocol.statuses import is_word
 from servo_actors.protocol.wire_types import RESULT_EVENT
 from servo_actors.protocol.writing import failure_result, request_body
 from servo_actors.runner import result_param
-from servo_actors.runner.params import _cancel_reason
+from servo_actors.runner.params import cancel_reason
 from servo_actors.vocabulary import SERVO_STATUSES
 
 HOSTILE = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -171,7 +171,7 @@ def test_any_reply_becomes_a_bad_reply_or_well_formed_answers(raw: bytes) -> Non
     event(f"read as {type(reply).__name__}")
     if isinstance(reply, OptimizerStatus):
         # The runner's answer to a cancel: a cancelled result, whatever the reason said.
-        reason, message = _cancel_reason(reply)
+        reason, message = cancel_reason(reply)
         param = failure_result("MEASUREMENT", "c1", status="cancelled", reason=reason, message=message)
         sent = assert_well_formed(request_body("MEASUREMENT", param, "servo-1"))
         assert sent["status"] == "cancelled"
@@ -246,7 +246,7 @@ def test_a_trailing_newline_is_not_part_of_a_word() -> None:
     # re's ``$`` also matches before a final newline: every name and word check matches whole.
     from servo_actors.cli.agent_cmd import CAPABILITY_NAME
     from servo_actors.config.fields import split_optimizer_id
-    from servo_actors.optimizer.plan import _METRIC_NAME
+    from servo_actors.optimizer.plan import METRIC_NAME
     from servo_actors.protocol.statuses import reason_word
 
     assert is_word("timeout") and not is_word("timeout\n")
@@ -259,4 +259,4 @@ def test_a_trailing_newline_is_not_part_of_a_word() -> None:
             continue
         raise AssertionError(f"{bad!r} was taken as an optimizer id")
     assert CAPABILITY_NAME.fullmatch("gpu") and not CAPABILITY_NAME.fullmatch("gpu\n")
-    assert _METRIC_NAME.fullmatch("p99") and not _METRIC_NAME.fullmatch("p99\n")
+    assert METRIC_NAME.fullmatch("p99") and not METRIC_NAME.fullmatch("p99\n")

@@ -3,7 +3,7 @@
 Each is SIGKILLed or SIGSTOPped during a MEASURE and during a SLEEP. The servo must notice (the
 watchdog: PID and state checks, liveness pings), kill what is left of that actor system, start a
 fresh one (a microreboot), answer the command in flight ``failed`` with reason ``supervisor-lost``,
-and answer the next command with fresh connectors. Microreboots past their intensity end the run
+and answer the next command with fresh connectors (also one handed out as the process died). Microreboots past their intensity end the run
 with GOODBYE ``failure`` and exit 1.
 """
 
@@ -117,6 +117,40 @@ def test_a_lost_process_during_sleep_is_healed_before_the_sleep_ends(
     assert after.result["status"] == "ok", after.result
     assert probe_pid(after) != probe_pid(first)
     assert not processes.is_running(own[role])
+    proc.signal(signal.SIGTERM)
+    assert proc.wait() == 0, proc.log()
+    kit.check_trace(server.state()["history"])
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("role", ROLES)
+def test_a_process_lost_as_the_command_is_handed_out_does_not_fail_it(servo, optimizer, kit, role) -> None:
+    """The optimizer's answer to WHATS_NEXT is on its way when the process dies (killed here inside
+    the optimizer, before it answers): the servo finds the loss before it dispatches, and the
+    command runs on fresh connectors instead of failing ``supervisor-lost``."""
+    victim: dict[str, int] = {}
+
+    class KillingDriver(kit.QueueDriver):
+        def next_command(self) -> dict:
+            if self.queue and len(self.sent) == 1 and not victim:  # the second command
+                victim["pid"] = pid = own[role]
+                os.kill(pid, signal.SIGKILL)
+                kit.wait_until(lambda: not processes.is_running(pid), FINISH_TIMEOUT, what="the death")
+            return super().next_command()
+
+    driver = KillingDriver(idle_sleep=0.05)
+    server = optimizer(driver)
+    driver.server = server
+    config = kit.servo_config(server, [PROBE, OTHER])
+    config["supervisor"] = {"liveness": LIVENESS, "microreboots": {"max": 5, "period": "5m"}}
+    proc = servo(config)
+    first, own = first_probe(driver, proc, kit)
+    after = driver.push(measure(0))
+    assert after.finished.wait(FINISH_TIMEOUT), proc.log()
+    assert victim, "the driver never handed out the command"
+    assert after.result["status"] == "ok", (after.result, proc.log())
+    assert probe_pid(after) != probe_pid(first), "the command ran on the lost system's connectors"
+    assert "microreboot done" in proc.log()
     proc.signal(signal.SIGTERM)
     assert proc.wait() == 0, proc.log()
     kit.check_trace(server.state()["history"])

@@ -12,9 +12,13 @@ Configuration (every command is optional)::
         describe: ./describe.sh
         measure: ./measure.sh
         adjust: ./adjust.sh
-        check:                  # a single command, or name: command
+        check:                  # a single command, or name: command (or name: mapping)
           app-up: curl -fsS http://127.0.0.1:8080/health
-          disk: test -w /srv/app
+          disk:
+            run: test -w /srv/app
+            remedy: sudo chown servo /srv/app   # shown by `check` when it fails, never run
+            severity: critical  # critical | common (default) | warning
+            tags: [storage]     # for `check --tag`; `id` too, for `check --id`
 
 What each command receives (environment; values are never pasted into the command string):
 
@@ -43,7 +47,8 @@ What each command prints on stdout (log to stderr; stderr is only read to explai
   single readings with the units from describe. Only requested metrics are returned;
 - adjust: nothing (the requested values are then reported as in force), or
   ``{"components": {...}}`` holding the settings now in force, in describe's shape;
-- check: nothing; the exit status is the result (0 passes).
+- check: nothing; the exit status is the result (0 passes). A check given as a mapping adds its
+  ``remedy``, ``severity``, ``tags`` and ``id`` to the result (``connectors.check_result``).
 
 A non-zero exit fails the operation with the exit status and the tail of stderr; output that is
 not the JSON above fails it with what is wrong.

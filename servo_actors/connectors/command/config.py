@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from servo_actors.config.fields import Duration
 from servo_actors.connectors.wait import DEFAULT_PROGRESS_INTERVAL
 
-__all__ = ["CommandConfig", "DEFAULT_TIMEOUT"]
+__all__ = ["CommandCheck", "CommandConfig", "DEFAULT_TIMEOUT", "env_text"]
 
 DEFAULT_TIMEOUT = 60.0
 """Seconds a command may run (beyond the time its control asks for) before it is killed."""
@@ -20,19 +20,39 @@ def _stringify_env(value: Any) -> Any:
     # YAML reads `PORT: 8080` as a number; environment values are strings.
     if isinstance(value, dict):
         return {
-            key: _env_text(item) if isinstance(item, bool | int | float) else item
+            key: env_text(item) if isinstance(item, bool | int | float) else item
             for key, item in value.items()
         }
     return value
 
 
-def _env_text(value: Any) -> str:
+def env_text(value: Any) -> str:
     """A value as an environment variable holds it: strings as they are, the rest as JSON (``true``, ``1.5``)."""
     return value if isinstance(value, str) else json.dumps(value)
 
 
 def _checks_by_name(value: Any) -> Any:
     return {"check": value} if isinstance(value, str) else value
+
+
+class CommandCheck(BaseModel):
+    """One check given as a mapping: its command and what ``check`` shows with its result
+    (``connectors.check_result``: the remedy is text for a person, never run)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run: str
+    remedy: str | None = None
+    severity: Literal["critical", "common", "warning"] = "common"
+    tags: list[str] = Field(default_factory=list)
+    id: str | None = None
+
+    @field_validator("run")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("an empty command")
+        return value
 
 
 class CommandConfig(BaseModel):
@@ -43,7 +63,9 @@ class CommandConfig(BaseModel):
     describe: str | None = None
     measure: str | None = None
     adjust: str | None = None
-    check: Annotated[dict[str, str], BeforeValidator(_checks_by_name)] = Field(default_factory=dict)
+    check: Annotated[dict[str, str | CommandCheck], BeforeValidator(_checks_by_name)] = Field(
+        default_factory=dict
+    )
     timeout: Duration = DEFAULT_TIMEOUT
     env: Annotated[dict[str, str], BeforeValidator(_stringify_env)] = Field(default_factory=dict)
     cwd: str | None = None

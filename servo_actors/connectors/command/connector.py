@@ -9,14 +9,14 @@ from typing import Any
 
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control, ProgressFn
 from servo_actors.connectors.command.config import CommandConfig
-from servo_actors.connectors.command.environment import _control_env, _settings_env
+from servo_actors.connectors.command.environment import control_env, settings_env
 from servo_actors.connectors.command.output import (
-    _json,
-    _parse_adjusted,
-    _parse_description,
-    _parse_measurement,
+    parse_adjusted,
+    parse_description,
+    parse_json,
+    parse_measurement,
 )
-from servo_actors.connectors.command.process import _CommandSpec, _run, _seconds
+from servo_actors.connectors.command.process import CommandSpec, run_command, seconds_text
 from servo_actors.durations import format_duration
 
 __all__ = ["CommandConnector", "WITHHELD_ENV"]
@@ -39,8 +39,8 @@ class CommandConnector(Connector):
         if self.config.describe is None:
             description: dict[str, Any] = {"components": {}, "metrics": {}}
         else:
-            stdout = _run(self._spec("describe", self.config.describe), self.config.timeout, {})
-            description = _parse_description(_json("describe", stdout))
+            stdout = run_command(self._spec("describe", self.config.describe), self.config.timeout, {})
+            description = parse_description(parse_json("describe", stdout))
         self._description = description
         return description
 
@@ -49,14 +49,14 @@ class CommandConnector(Connector):
             return {"metrics": {}, "annotations": {}}
         env = {
             "SERVO_METRICS": ",".join(metrics),
-            "SERVO_DURATION": _seconds(control.duration),
-            "SERVO_WARMUP": _seconds(control.warmup),
-            "SERVO_DELAY": _seconds(control.delay),
-            **_control_env(control),
+            "SERVO_DURATION": seconds_text(control.duration),
+            "SERVO_WARMUP": seconds_text(control.warmup),
+            "SERVO_DELAY": seconds_text(control.delay),
+            **control_env(control),
         }
         expected = control.warmup + control.duration + control.delay
         stdout = self._run_reporting("measure", self.config.measure, expected, env, progress)
-        return _parse_measurement(_json("measure", stdout), self._units(), metrics)
+        return parse_measurement(parse_json("measure", stdout), self._units(), metrics)
 
     def adjust(self, components: dict[str, Any], control: Control, progress: ProgressFn) -> dict[str, Any]:
         if not components:
@@ -65,21 +65,25 @@ class CommandConnector(Connector):
             raise ConnectorFailure(
                 f"{self.name}: no adjust command configured", status="rejected", reason="not-adjustable"
             )
-        env = {**_settings_env(components), "SERVO_ADJUST": json.dumps(components), **_control_env(control)}
+        env = {**settings_env(components), "SERVO_ADJUST": json.dumps(components), **control_env(control)}
         stdout = self._run_reporting("adjust", self.config.adjust, control.settlement, env, progress)
         if not stdout.strip():
             return self._echo(components)
-        return _parse_adjusted(_json("adjust", stdout))
+        return parse_adjusted(parse_json("adjust", stdout))
 
     def check(self) -> list[dict[str, Any]]:
         results = []
-        for check_name, command in self.config.check.items():
+        for check_name, entry in self.config.check.items():
+            command = entry if isinstance(entry, str) else entry.run
             try:
-                _run(self._spec("check", command), self.config.timeout, {})
+                run_command(self._spec("check", command), self.config.timeout, {})
             except ConnectorFailure as failure:
-                results.append({"name": check_name, "success": False, "message": failure.message})
+                result = {"name": check_name, "success": False, "message": failure.message}
             else:
-                results.append({"name": check_name, "success": True, "message": "exited with status 0"})
+                result = {"name": check_name, "success": True, "message": "exited with status 0"}
+            if not isinstance(entry, str):
+                result.update(entry.model_dump(exclude={"run"}, exclude_none=True))
+            results.append(result)
         return results
 
     def _run_reporting(
@@ -93,7 +97,7 @@ class CommandConnector(Connector):
             progress(percent, f"{operation} command running for {format_duration(elapsed)}")
 
         progress(0, f"{operation} command started")
-        stdout = _run(
+        stdout = run_command(
             self._spec(operation, command),
             self.config.timeout + expected,
             env,
@@ -103,11 +107,11 @@ class CommandConnector(Connector):
         progress(100, f"{operation} command finished")
         return stdout
 
-    def _spec(self, operation: str, command: str) -> _CommandSpec:
+    def _spec(self, operation: str, command: str) -> CommandSpec:
         env = {key: value for key, value in os.environ.items() if key not in WITHHELD_ENV}
         env.update(self.config.env)
         env.update({"SERVO_OPERATION": operation, "SERVO_CONNECTOR": self.name})
-        return _CommandSpec(operation, command, self.config.shell, self.config.cwd, env)
+        return CommandSpec(operation, command, self.config.shell, self.config.cwd, env)
 
     def _units(self) -> dict[str, str | None]:
         if self._description is None and self.config.describe is not None:

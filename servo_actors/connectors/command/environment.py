@@ -8,18 +8,19 @@ import re
 from typing import Any
 
 from servo_actors.connectors.base import ConnectorFailure, Control
-from servo_actors.connectors.command.config import _env_text
-from servo_actors.connectors.command.process import _seconds
+from servo_actors.connectors.command.config import env_text
+from servo_actors.connectors.command.process import seconds_text
 
-__all__ = ["setting_env_name"]
+__all__ = ["control_env", "setting_env_name", "settings_env"]
 
 
-def _control_env(control: Control) -> dict[str, str]:
+def control_env(control: Control) -> dict[str, str]:
+    """The ``SERVO_CONTROL_*`` variables of a measure: the control's times and its userdata."""
     return {
-        "SERVO_CONTROL_DURATION": _seconds(control.duration),
-        "SERVO_CONTROL_WARMUP": _seconds(control.warmup),
-        "SERVO_CONTROL_DELAY": _seconds(control.delay),
-        "SERVO_CONTROL_SETTLEMENT": _seconds(control.settlement),
+        "SERVO_CONTROL_DURATION": seconds_text(control.duration),
+        "SERVO_CONTROL_WARMUP": seconds_text(control.warmup),
+        "SERVO_CONTROL_DELAY": seconds_text(control.delay),
+        "SERVO_CONTROL_SETTLEMENT": seconds_text(control.settlement),
         "SERVO_CONTROL_USERDATA": json.dumps(control.userdata),
     }
 
@@ -29,7 +30,9 @@ def setting_env_name(component: str, setting: str) -> str:
     return re.sub(r"[^A-Z0-9]", "_", f"SERVO_{component}_{setting}".upper())
 
 
-def _settings_env(components: dict[str, Any]) -> dict[str, str]:
+def settings_env(components: dict[str, Any]) -> dict[str, str]:
+    """One variable per setting an adjust asks for (``setting_env_name``), its value as text;
+    ConnectorFailure (rejected) when the request is malformed or two settings share a name."""
     env: dict[str, str] = {}
     origin: dict[str, str] = {}
     for component, body in components.items():
@@ -43,7 +46,7 @@ def _settings_env(components: dict[str, Any]) -> dict[str, str]:
             name = setting_env_name(component, setting)
             if name in env:
                 raise _rejected(f"adjust: {where} and {origin[name]} would both be passed as {name}")
-            text = _env_text(wanted["value"])
+            text = env_text(wanted["value"])
             if "\0" in text:
                 raise _rejected(f"adjust: {where}: a value cannot contain a NUL byte")
             env[name], origin[name] = text, where

@@ -9,14 +9,15 @@ from typing import Any
 
 from servo_actors.connectors.base import ConnectorFailure
 
-__all__ = ["_json", "_parse_adjusted", "_parse_description", "_parse_measurement"]
+__all__ = ["parse_adjusted", "parse_description", "parse_json", "parse_measurement"]
 
 
 def _bad_output(operation: str, what: str) -> ConnectorFailure:
     return ConnectorFailure(f"{operation} command printed {what}", reason="bad-output")
 
 
-def _json(operation: str, stdout: str) -> Any:
+def parse_json(operation: str, stdout: str) -> Any:
+    """The JSON document ``operation``'s command printed; ConnectorFailure (bad-output) when none."""
     if not stdout.strip():
         raise _bad_output(operation, "nothing; expected a JSON object on stdout")
     try:
@@ -43,7 +44,8 @@ def _parse_components(operation: str, value: Any) -> dict[str, Any]:
     return components
 
 
-def _parse_description(document: Any) -> dict[str, Any]:
+def parse_description(document: Any) -> dict[str, Any]:
+    """describe's ``components`` and ``metrics``, each of the contract's shape."""
     document = _object("describe", document, "its output")
     extra = set(document) - {"components", "metrics"}
     if extra:
@@ -55,7 +57,8 @@ def _parse_description(document: Any) -> dict[str, Any]:
     return {"components": components, "metrics": metrics}
 
 
-def _parse_adjusted(document: Any) -> dict[str, Any]:
+def parse_adjusted(document: Any) -> dict[str, Any]:
+    """The ``components`` an adjust command reports as applied."""
     document = _object("adjust", document, "its output")
     if "components" not in document:
         raise _bad_output(
@@ -68,7 +71,9 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _parse_measurement(document: Any, units: dict[str, str | None], requested: list[str]) -> dict[str, Any]:
+def parse_measurement(document: Any, units: dict[str, str | None], requested: list[str]) -> dict[str, Any]:
+    """measure's ``metrics`` (those ``requested``, each with its unit from ``units``) and
+    ``annotations``, from either form: ``{"metrics": {...}, "annotations": {...}}`` or ``{"name": number}``."""
     document = _object("measure", document, "its output")
     wanted = set(requested)
     if isinstance(document.get("metrics"), dict):

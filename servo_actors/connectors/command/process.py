@@ -19,7 +19,15 @@ from servo_actors.connectors.base import ConnectorFailure
 from servo_actors.connectors.wait import DEFAULT_PROGRESS_INTERVAL
 from servo_actors.durations import format_duration
 
-__all__ = ["MAX_OUTPUT_BYTES", "REAP_TIMEOUT", "STDERR_TAIL_CHARS", "STDERR_TAIL_LINES"]
+__all__ = [
+    "MAX_OUTPUT_BYTES",
+    "REAP_TIMEOUT",
+    "STDERR_TAIL_CHARS",
+    "STDERR_TAIL_LINES",
+    "CommandSpec",
+    "run_command",
+    "seconds_text",
+]
 
 REAP_TIMEOUT = 5.0
 """Seconds to wait for a SIGKILLed command to be reaped before giving up on it."""
@@ -30,7 +38,7 @@ MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
-class _CommandSpec:
+class CommandSpec:
     """What to run and how: the operation (for messages), the command, shell, cwd, environment."""
 
     operation: str
@@ -40,8 +48,8 @@ class _CommandSpec:
     env: dict[str, str]
 
 
-def _run(
-    spec: _CommandSpec,
+def run_command(
+    spec: CommandSpec,
     timeout: float,
     extra_env: dict[str, str],
     *,
@@ -171,5 +179,6 @@ def _tail(err_file: Any) -> str:
     return ": " + " | ".join(lines) if lines else " (no stderr)"
 
 
-def _seconds(value: float) -> str:
+def seconds_text(value: float) -> str:
+    """Seconds as an environment variable gives them: ``30`` for a whole number, else ``2.5``."""
     return str(int(value)) if float(value).is_integer() else repr(float(value))

@@ -1,8 +1,15 @@
 """``check``: the API answers, every verb the connector uses is allowed, and what the config names
-is there and readable (with requests or limits to optimize)."""
+is there and readable (with requests or limits to optimize).
+
+A failed check carries a ``remedy`` (``connectors.check_result``) for a person to apply: the
+kubectl command that shows or fixes it, or the Role rules to add; the API's reachability is
+``critical`` (nothing after it is asked when it fails).
+"""
 
 from __future__ import annotations
 
+import json
+import shlex
 from typing import Any
 
 from servo_actors.connectors.kubernetes.client import (
@@ -24,16 +31,19 @@ __all__ = [
     "REQUIRED_ACCESS",
     "ROLLBACK_ACCESS",
     "STATEFULSET_ACCESS",
+    "access_remedy",
     "allowed",
     "check_access",
     "check_deployment",
     "check_namespace",
     "check_reachable",
     "denied",
+    "kubectl_command",
     "qualified",
-    "remedy",
     "required_access",
+    "role_rules",
     "run_checks",
+    "shown",
 ]
 
 REQUIRED_ACCESS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -55,8 +65,34 @@ OPTIONAL_ACCESS: tuple[tuple[str, str, tuple[str, ...]], ...] = (("metrics.k8s.i
 """Without these, measure reports no CPU/memory usage; everything else works."""
 
 
-def _result(name: str, success: bool, message: str) -> dict[str, Any]:
-    return {"name": name, "success": success, "message": message}
+def _result(name: str, success: bool, message: str, remedy: str | None = None) -> dict[str, Any]:
+    """A check result; the remedy only on a failure (what a person can do about it)."""
+    result: dict[str, Any] = {"name": name, "success": success, "message": message}
+    if remedy and not success:
+        result["remedy"] = remedy
+    return result
+
+
+def kubectl_command(config: KubernetesConfig, namespace: str | None = None) -> str:
+    """``kubectl`` with the config's kubeconfig, context and namespace (or ``namespace``), for a
+    remedy to start with."""
+    words = ["kubectl"]
+    if config.kubeconfig:
+        words += ["--kubeconfig", config.kubeconfig]
+    if config.context:
+        words += ["--context", config.context]
+    return shlex.join([*words, "-n", namespace or config.namespace])
+
+
+def role_rules(denied: list[tuple[str, str, str]]) -> str:
+    """The Role rules granting ``denied`` (group, resource, verb), one per group and resource."""
+    verbs: dict[tuple[str, str], list[str]] = {}
+    for group, resource, verb in denied:
+        verbs.setdefault((group, resource), []).append(verb)
+    return "; ".join(
+        f"{{apiGroups: {json.dumps([group])}, resources: {json.dumps([resource])}, verbs: {json.dumps(found)}}}"
+        for (group, resource), found in verbs.items()
+    )
 
 
 Access = tuple[tuple[str, str, tuple[str, ...]], ...]
@@ -67,7 +103,10 @@ def run_checks(client: KubeClient, config: KubernetesConfig) -> list[dict[str, A
     """Reachable; then, per namespace the workloads are in, the permissions and the namespace;
     then each workload."""
     reachable = check_reachable(client)
+    reachable["severity"] = "critical"
     if not reachable["success"]:
+        kubectl = kubectl_command(config)
+        reachable["remedy"] = f"{kubectl} version  # the same kubeconfig and context: fix what it says"
         return [reachable]
     results = [reachable]
     namespaces: dict[str, Access] = {}
@@ -84,7 +123,8 @@ def run_checks(client: KubeClient, config: KubernetesConfig) -> list[dict[str, A
         results.append(check_access(client, namespace, wanted, name=name))
         results.append(check_namespace(client, namespace, with_statefulsets=with_statefulsets[namespace]))
     for workload in config.workloads:
-        results.extend(check_deployment(client, config.namespace_of(workload), workload))
+        namespace = config.namespace_of(workload)
+        results.extend(check_deployment(client, namespace, workload, kubectl_command(config, namespace)))
     return results
 
 
@@ -118,21 +158,11 @@ def qualified(group: str, resource: str) -> str:
     return f"{resource}.{group}" if group else resource
 
 
-def remedy(namespace: str, denied: list[tuple[str, str, str]]) -> str:
-    """What to grant, as the rules to add to the Role bound to the servo's account (one per
-    resource), and the kubectl command that shows whether it took."""
-    rules: dict[tuple[str, str], list[str]] = {}
-    for group, resource, verb in denied:
-        rules.setdefault((group, resource), []).append(verb)
-    shown = ", ".join(
-        f'{{apiGroups: ["{group}"], resources: ["{resource}"], verbs: [{", ".join(verbs)}]}}'
-        for (group, resource), verbs in rules.items()
-    )
-    group, resource, verb = denied[0]
+def access_remedy(namespace: str, denied: list[tuple[str, str, str]]) -> str:
+    """What to grant: the Role rules, one per resource."""
     return (
-        f"add to the rules of the Role bound to the servo's account in namespace {namespace!r}: {shown} "
-        f"(deploy/kubernetes/role.yaml grants every verb the connector uses); then "
-        f"`kubectl auth can-i {verb} {qualified(group, resource)} -n {namespace}` with the servo's credentials says yes"
+        f"add to the servo's Role in namespace {namespace!r}: {role_rules(denied)} "
+        "(deploy/kubernetes/role.yaml holds them all)"
     )
 
 
@@ -174,15 +204,14 @@ def check_access(
         return _result(name, False, f"cannot ask for a SelfSubjectAccessReview: {exc}")
     note = ""
     if optional:
-        shown = ", ".join(f"{verb} {qualified(group, resource)}" for group, resource, verb in optional)
-        note = f"; without {shown}, measure reports no CPU/memory usage"
+        note = f"; without {', '.join(shown(optional))}, measure reports no CPU/memory usage"
     if missing:
-        shown = ", ".join(f"{verb} {qualified(group, resource)}" for group, resource, verb in missing)
         return _result(
-            name,
-            False,
-            f"not allowed in namespace {namespace!r}: {shown} ({remedy(namespace, missing)}){note}",
-        )
+            name, False,
+            f"not allowed in namespace {namespace!r}: {', '.join(shown(missing))} "
+            f"(grant them with the Role in deploy/kubernetes){note}",
+            access_remedy(namespace, missing),
+        )  # fmt: skip
     return _result(name, True, f"every verb the connector uses is allowed in namespace {namespace!r}{note}")
 
 
@@ -196,6 +225,11 @@ def denied(client: KubeClient, namespace: str, wanted: Access) -> list[tuple[str
     return refused
 
 
+def shown(refused: list[tuple[str, str, str]]) -> list[str]:
+    """``patch deployments.apps``, ``watch pods``: each refused verb as kubectl names it."""
+    return [f"{verb} {qualified(group, resource)}" for group, resource, verb in refused]
+
+
 def check_namespace(client: KubeClient, namespace: str, with_statefulsets: bool = False) -> dict[str, Any]:
     name = f"namespace {namespace} readable"
     try:
@@ -207,23 +241,29 @@ def check_namespace(client: KubeClient, namespace: str, with_statefulsets: bool 
             else []
         )
     except KubeError as exc:
-        return _result(name, False, str(exc))
+        return _result(name, False, str(exc), f"kubectl get namespace {shlex.quote(namespace)}")
     counted = f"{len(sets)} StatefulSet(s), " if with_statefulsets else ""
     return _result(name, True, f"{len(found)} Deployment(s), {counted}{len(hpas)} HorizontalPodAutoscaler(s)")
 
 
-def check_deployment(client: KubeClient, namespace: str, config: DeploymentConfig) -> list[dict[str, Any]]:
-    """The configured Deployment (or StatefulSet) exists with the containers and resources named."""
+def check_deployment(
+    client: KubeClient, namespace: str, config: DeploymentConfig, kubectl: str = "kubectl"
+) -> list[dict[str, Any]]:
+    """The configured Deployment (or StatefulSet) exists with the containers and resources named;
+    ``kubectl`` starts the remedies (``kubectl_command``)."""
     name = f"{config.kind.lower()} {config.name}"
+    workload = shlex.quote(f"{config.kind.lower()}/{config.name}")
     try:
         deployment = read_deployment(client, namespace, config.name, config.kind)
     except (KubeError, ClusterStateError) as exc:
-        return [_result(name, False, str(exc))]
-    problems, notes = [], []
+        return [_result(name, False, str(exc), f"{kubectl} get {config.kind.lower()}s  # the names there")]
+    problems, notes, remedies = [], [], []
     for container_config in config.containers:
         container = find_container(deployment, container_config.name)
         if container is None:
             problems.append(f"no container {container_config.name!r}")
+            names = "jsonpath={.spec.template.spec.containers[*].name}"
+            remedies.append(f"{kubectl} get {workload} -o {shlex.quote(names)}  # its containers")
             continue
         for resource, bounds in (("cpu", container_config.cpu), ("memory", container_config.memory)):
             if bounds is None:
@@ -237,17 +277,25 @@ def check_deployment(client: KubeClient, namespace: str, config: DeploymentConfi
                     else f"no {resource} {order[0]} (get: [{order[0]}])"
                 )
                 problems.append(f"container {container_config.name!r} has {missing}")
+                quantity = f"{bounds.min:g}" if resource == "cpu" else f"{bounds.min:g}Gi"
+                amount = shlex.quote(f"--{order[0]}s={resource}={quantity}")
+                remedies.append(
+                    f"{kubectl} set resources {workload} -c {shlex.quote(container_config.name)} {amount}"
+                )
             else:
                 notes.append(f"{container_config.name} {resource} {value}")
     if deployment.get("spec", {}).get("paused"):
         problems.append("it is paused: new settings would not roll out (kubectl rollout resume)")
+        remedies.append(f"{kubectl} rollout resume {workload}")
     if (deployment.get("spec", {}).get("updateStrategy") or {}).get("type") == "OnDelete":
         problems.append(
             "its updateStrategy is OnDelete: new settings would not roll out, so ADJUST refuses it"
         )
+        rolling = shlex.quote('{"spec":{"updateStrategy":{"type":"RollingUpdate"}}}')
+        remedies.append(f"{kubectl} patch {workload} -p {rolling}")
     replicas = deployment.get("spec", {}).get("replicas", 1)
     results = [
-        _result(name, False, "; ".join(problems))
+        _result(name, False, "; ".join(problems), "; ".join(remedies))
         if problems
         else _result(name, True, f"{replicas} replica(s); " + (", ".join(notes) or "no resources configured"))
     ]

@@ -41,7 +41,7 @@ from pydantic import BaseModel, BeforeValidator, Field, field_validator
 
 from servo_actors.config.fields import Duration, StrictModel
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control, ProgressFn
-from servo_actors.connectors.kubernetes.checks import allowed, remedy
+from servo_actors.connectors.kubernetes.checks import access_remedy, allowed, shown
 from servo_actors.connectors.kubernetes.client import (
     KubeApiError,
     KubeClient,
@@ -323,14 +323,13 @@ class KubeMetricsConnector(Connector):
             )
         else:
             if refused:
-                shown = ", ".join(f"{verb} pods.metrics.k8s.io" for _, _, verb in refused)
-                results.append(
-                    _result(
-                        "metrics permissions",
-                        False,
-                        f"not allowed in namespace {namespace!r}: {shown} ({remedy(namespace, refused)})",
-                    )  # fmt: skip
+                failed = _result(
+                    "metrics permissions",
+                    False,
+                    f"not allowed in namespace {namespace!r}: {', '.join(shown(refused))}",
                 )
+                failed["remedy"] = access_remedy(namespace, refused)
+                results.append(failed)
             else:
                 results.append(
                     _result("metrics permissions", True, f"get/list pods.metrics.k8s.io in {namespace!r}")

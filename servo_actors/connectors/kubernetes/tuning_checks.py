@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from servo_actors.connectors.kubernetes.checks import denied, qualified, remedy
+from servo_actors.connectors.kubernetes.checks import access_remedy, denied, shown
 from servo_actors.connectors.kubernetes.client import KubeClient, KubeError, pods_path
 from servo_actors.connectors.kubernetes.config import KubernetesConfig
 from servo_actors.connectors.kubernetes.tuning_adjust import TuningFailed, TuningPods
@@ -54,19 +54,25 @@ def extra_checks(client: KubeClient, config: KubernetesConfig) -> list[dict[str,
 
 
 def _check_access(
-    client: KubeClient, namespace: str, wanted: tuple[tuple[str, str, tuple[str, ...]], ...], name: str
+    client: KubeClient,
+    namespace: str,
+    wanted: tuple[tuple[str, str, tuple[str, ...]], ...],
+    name: str,
 ) -> dict[str, Any]:
     try:
         refused = denied(client, namespace, wanted)
     except KubeError as exc:
         return _result(name, False, f"cannot ask for a SelfSubjectAccessReview: {exc}")
     if refused:
-        shown = ", ".join(f"{verb} {qualified(group, resource)}" for group, resource, verb in refused)
-        return _result(
-            name, False, f"not allowed in namespace {namespace!r}: {shown} ({remedy(namespace, refused)})"
-        )
-    shown = ", ".join(f"{'/'.join(verbs)} {resource}" for _, resource, verbs in wanted)
-    return _result(name, True, f"allowed in namespace {namespace!r}: {shown}")
+        result = _result(
+            name, False,
+            f"not allowed in namespace {namespace!r}: {', '.join(shown(refused))} "
+            "(grant them with the Role in deploy/kubernetes)",
+        )  # fmt: skip
+        result["remedy"] = access_remedy(namespace, refused)
+        return result
+    granted = ", ".join(f"{'/'.join(verbs)} {resource}" for _, resource, verbs in wanted)
+    return _result(name, True, f"allowed in namespace {namespace!r}: {granted}")
 
 
 def tuning_pods(client: KubeClient, config: KubernetesConfig) -> list[tuple[str, dict[str, Any]]]:

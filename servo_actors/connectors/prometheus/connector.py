@@ -4,6 +4,7 @@ evaluating the fast-fail conditions), the range queries and the checks."""
 from __future__ import annotations
 
 import math
+import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -17,9 +18,9 @@ from servo_actors.connectors.prometheus.http import PrometheusHttp
 from servo_actors.connectors.prometheus.series import (
     MAX_POINTS_PER_SERIES,
     RangeResult,
-    _number,
-    _to_series,
     effective_step,
+    wire_series,
+    wire_timestamp,
 )
 from servo_actors.connectors.prometheus.slo import SloCondition, ViolationStreak
 from servo_actors.durations import format_duration
@@ -94,16 +95,26 @@ class PrometheusConnector(Connector):
                     params={"timeout": repr(self.config.timeout)},
                     timeout=self.config.timeout,
                 )
-            values, dropped = _to_series(raw)
+            values, dropped = wire_series(raw)
         except Exception as exc:  # every way a query can fail becomes one failure naming the query
             raise self.http.failure(exc, f"query {metric.query!r} of metric {metric.name!r}") from exc
         return RangeResult(values=values, step=step, step_raised=step != metric.step, dropped_points=dropped)
 
     def check(self) -> list[dict[str, Any]]:
+        """Reachable (``critical``: nothing else is asked when it fails), each metric's query, and
+        the scrape targets; a failed one carries the ``curl`` to try (``connectors.check_result``)."""
         reachable = self._check_reachable()
+        reachable["severity"] = "critical"
         if not reachable["success"]:
             return [reachable]
         return [reachable, *(self._check_query(spec) for spec in self.config.metrics), self._check_targets()]
+
+    def _curl(self, path: str, query: str | None = None) -> str:
+        """The ``curl`` asking this Prometheus what the check asked (for a failed check's remedy)."""
+        url = shlex.quote(f"{self.config.base_url}{path}")
+        if query is None:
+            return f"curl -sS {url}"
+        return f"curl -sSG {url} --data-urlencode {shlex.quote(f'query={query}')}"
 
     # -- measurement helpers -------------------------------------------------------------------
 
@@ -234,7 +245,7 @@ class PrometheusConnector(Connector):
             notes.append(f"query {spec.query!r} returned no data between {_iso(start)} and {_iso(end)}")
         if spec.absent == "zero":
             count = int((end - start) // step) + 1
-            return [{"id": "{}", "data": [[_number(start + i * step), 0.0] for i in range(count)]}]
+            return [{"id": "{}", "data": [[wire_timestamp(start + i * step), 0.0] for i in range(count)]}]
         return []
 
     # -- checks --------------------------------------------------------------------------------
@@ -248,7 +259,12 @@ class PrometheusConnector(Connector):
                 response.raise_for_status()
                 version = response.json()["data"]["version"]
         except Exception as exc:  # any failure is the answer to "is it reachable?"
-            return {"name": name, "success": False, "message": str(self.http.failure(exc, "build info"))}
+            return {
+                "name": name,
+                "success": False,
+                "message": str(self.http.failure(exc, "build info")),
+                "remedy": f"{self._curl('/api/v1/status/buildinfo')}  # then fix base_url or start Prometheus there",
+            }
         return {"name": name, "success": True, "message": f"Prometheus {version} at {self.config.base_url}"}
 
     def _check_query(self, spec: PrometheusMetric) -> dict[str, Any]:
@@ -263,16 +279,21 @@ class PrometheusConnector(Connector):
                 "name": name,
                 "success": False,
                 "message": str(self.http.failure(exc, f"query {spec.query!r}")),
+                "remedy": f"{self._curl('/api/v1/query', spec.query)}  # fix the query until this answers",
             }
         if raw:
             return {"name": name, "success": True, "message": f"{len(raw)} series from {spec.query!r}"}
         # An absence the config tolerates is not a failed check, only worth saying.
         tolerated = spec.absent in ("ignore", "zero")
-        return {
+        result = {
             "name": name,
             "success": tolerated,
             "message": f"{spec.query!r} returned no data (absent: {spec.absent})",
         }
+        if not tolerated:
+            listed = self._curl("/api/v1/label/__name__/values")
+            result["remedy"] = f"{listed}  # the metric names Prometheus has: is the query's among them?"
+        return result
 
     def _check_targets(self) -> dict[str, Any]:
         name = "scrape targets up"
@@ -281,8 +302,14 @@ class PrometheusConnector(Connector):
                 targets = client.get_targets(state="active")["activeTargets"]
         except Exception as exc:  # reported as a failed check, not raised
             return {"name": name, "success": False, "message": str(self.http.failure(exc, "targets"))}
+        remedy = f"{self._curl('/api/v1/targets?state=active')}  # each target's lastError"
         if not targets:
-            return {"name": name, "success": False, "message": "Prometheus has no active scrape targets"}
+            return {
+                "name": name,
+                "success": False,
+                "message": "Prometheus has no active scrape targets",
+                "remedy": "add the application to Prometheus's scrape_configs, then: " + remedy,
+            }
         down = [t for t in targets if t.get("health") != "up"]
         if down:
             detail = "; ".join(
@@ -294,6 +321,7 @@ class PrometheusConnector(Connector):
                 "name": name,
                 "success": False,
                 "message": f"{len(down)} of {len(targets)} down: {detail}",
+                "remedy": remedy,
             }
         return {"name": name, "success": True, "message": f"all {len(targets)} targets up"}
 

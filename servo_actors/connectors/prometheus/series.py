@@ -8,7 +8,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAX_POINTS_PER_SERIES", "RangeResult", "effective_step", "series_id"]
+__all__ = [
+    "MAX_POINTS_PER_SERIES",
+    "RangeResult",
+    "effective_step",
+    "series_id",
+    "wire_series",
+    "wire_timestamp",
+]
 
 MAX_POINTS_PER_SERIES = 11_000
 """Prometheus refuses a range query whose step would give a series more points than this."""
@@ -37,7 +44,7 @@ class RangeResult:
     dropped_points: int
 
 
-def _to_series(raw: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+def wire_series(raw: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
     """Range-query results in wire shape, and how many NaN/Inf points were dropped (not JSON)."""
     series, dropped = [], 0
     for item in raw:
@@ -45,7 +52,7 @@ def _to_series(raw: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
         for stamp, text in item["values"]:
             value = float(text)
             if math.isfinite(value):
-                data.append([_number(stamp), value])
+                data.append([wire_timestamp(stamp), value])
             else:
                 dropped += 1
         series.append({"id": series_id(item["metric"]), "data": data})
@@ -56,7 +63,7 @@ def _escape_label(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def _number(stamp: float) -> float | int:
+def wire_timestamp(stamp: float) -> float | int:
     """Whole-second timestamps as ints, as the wire example shows them."""
     stamp = float(stamp)
     return int(stamp) if stamp.is_integer() else round(stamp, 3)
