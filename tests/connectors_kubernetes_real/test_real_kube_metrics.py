@@ -41,9 +41,19 @@ def test_restarts_without_usage_and_the_reasons(app: App) -> None:
     with pytest.raises(ConnectorFailure, match=f"Deployment 'api' not found in namespace '{app.namespace}'"):
         missing.measure(["main_cpu_usage"], Control(), lambda *_: None)
     [row] = missing.check()
-    assert not row["success"] and "not found" in row["message"]
+    assert not row["success"] and "not found" in row["message"] and row["severity"] == "critical"
+    assert (
+        row["remedy"].startswith("kubectl --kubeconfig ")
+        and f"-n {app.namespace} get deployments" in row["remedy"]
+    )
     several = KubeMetricsConnector(
         "km", {"kubeconfig": str(app.cluster.kubeconfig), "namespace": app.namespace, "name": "web"}
     )
     [row] = several.check()
     assert "has several containers (main, sidecar): set container" in row["message"], row
+    # With the container named, the workload, the metrics permissions (the test's admin has them)
+    # and metrics-server answering.
+    rows = connector.check()
+    assert [(r["name"], r["success"]) for r in rows] == [
+        ("Deployment web readable", True), ("metrics permissions", True), ("metrics API", True),
+    ], rows  # fmt: skip

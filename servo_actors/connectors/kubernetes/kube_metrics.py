@@ -33,6 +33,7 @@ pod yet) is left out and the measurement's annotation says why.
 from __future__ import annotations
 
 import math
+import shlex
 import time
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
@@ -294,22 +295,29 @@ class KubeMetricsConnector(Connector):
     # -- check ---------------------------------------------------------------------------------
 
     def check(self) -> list[dict[str, Any]]:
+        """The workload and its container (``critical``: nothing after it is asked when it
+        fails), the metrics permissions, and metrics-server answering; each failure with a remedy."""
         try:
             with self._client() as client:
                 return self._checks(client)
         except ConnectorFailure as exc:
-            return [{"name": "kubeconfig", "success": False, "message": exc.message}]
+            return [{"name": "kubeconfig", "success": False, "message": exc.message, "severity": "critical"}]
 
     def _checks(self, client: KubeClient) -> list[dict[str, Any]]:
         namespace, what = self.config.namespace, f"{self.config.kind} {self.config.name}"
-        results = []
+        kubectl = self._kubectl()
         try:
             workload = self._workload(client)
             template = {"spec": (workload.get("spec", {}).get("template") or {}).get("spec") or {}}
             container = self._container(template, what)
-            results.append(_result(f"{what} readable", True, f"container {container.get('name')}"))
         except (ConnectorFailure, KubeError) as exc:
-            return [_result(f"{what} readable", False, str(exc))]
+            plural = f"{self.config.kind.lower()}s"
+            remedy = f"{kubectl} get {plural} -o wide  # the names, and each one's containers"
+            return [_result(f"{what} readable", False, str(exc), remedy, severity="critical")]
+        results = [
+            _result(f"{what} readable", True, f"container {container.get('name')}", severity="critical")
+        ]
+        name = "metrics permissions"
         try:
             refused = [
                 ("metrics.k8s.io", "pods", verb)
@@ -317,23 +325,14 @@ class KubeMetricsConnector(Connector):
                 if not allowed(client, namespace, "metrics.k8s.io", "pods", verb)
             ]
         except KubeError as exc:
-            refused = []
-            results.append(
-                _result("metrics permissions", False, f"cannot ask for a SelfSubjectAccessReview: {exc}")
-            )
+            results.append(_result(name, False, f"cannot ask for a SelfSubjectAccessReview: {exc}"))
         else:
-            if refused:
-                failed = _result(
-                    "metrics permissions",
-                    False,
-                    f"not allowed in namespace {namespace!r}: {', '.join(shown(refused))}",
-                )
-                failed["remedy"] = access_remedy(namespace, refused)
-                results.append(failed)
-            else:
-                results.append(
-                    _result("metrics permissions", True, f"get/list pods.metrics.k8s.io in {namespace!r}")
-                )
+            message = f"not allowed in namespace {namespace!r}: {', '.join(shown(refused))}"
+            results.append(
+                _result(name, False, message, access_remedy(namespace, refused))
+                if refused
+                else _result(name, True, f"get/list pods.metrics.k8s.io in {namespace!r}")
+            )
         try:
             client.get(pod_metrics_path(namespace), {"limit": "1"})
             results.append(_result("metrics API", True, "metrics.k8s.io answers (metrics-server)"))
@@ -342,10 +341,19 @@ class KubeMetricsConnector(Connector):
                 _result(
                     "metrics API",
                     False,
-                    f"metrics.k8s.io does not answer: {exc} (is metrics-server installed?)",
-                )
+                    f"metrics.k8s.io does not answer: {exc}",
+                    f"{kubectl} get apiservice v1beta1.metrics.k8s.io  # is metrics-server installed and Available?",
+                )  # fmt: skip
             )
         return results
+
+    def _kubectl(self) -> str:
+        words = ["kubectl"]
+        if self.config.kubeconfig:
+            words += ["--kubeconfig", self.config.kubeconfig]
+        if self.config.context:
+            words += ["--context", self.config.context]
+        return shlex.join([*words, "-n", self.config.namespace])
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -396,5 +404,11 @@ def _epoch(stamp: Any) -> float | None:
         return None
 
 
-def _result(name: str, success: bool, message: str) -> dict[str, Any]:
-    return {"name": name, "success": success, "message": message}
+def _result(
+    name: str, success: bool, message: str, remedy: str | None = None, severity: str = "common"
+) -> dict[str, Any]:
+    """A check result; the remedy only on a failure."""
+    result: dict[str, Any] = {"name": name, "success": success, "message": message, "severity": severity}
+    if remedy and not success:
+        result["remedy"] = remedy
+    return result
