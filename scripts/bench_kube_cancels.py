@@ -3,6 +3,7 @@
     python scripts/bench_kube_cancels.py                 # 40 cancels, a random seed
     python scripts/bench_kube_cancels.py --cancels 100 --seed 7
     python scripts/bench_kube_cancels.py --no-write      # print only
+    python scripts/bench_kube_cancels.py --real-node     # the Deployment's pods on the real node
 
 Starts its own cluster (scripts/kube-cluster up into a temporary directory, with --owner-pid) and, in
 it, the scenario of tests/connectors_kubernetes_real/test_real_cancels.py: `servo-actors run` (a real
@@ -18,13 +19,20 @@ optimizer's request history, so they are what the optimizer saw:
   answered by the connector's fresh process from the real API server (a new process forked, the
   connector started, its kubeconfig read, a TLS connection made, the Deployment and the HPAs read).
 
+With ``--real-node`` the cluster has its real node and web's pods run there: the project's app
+(servo-actors.local/app:dev) with a readiness probe, so every rollout really starts and stops
+containers (sandbox, container, probe; SIGTERM and the grace period of the old pods), with settings
+sized to the node's 1 CPU and 2 GiB (``REAL_CPU_STEPS``, ``REAL_MEMORY_STEPS``, at most 3 replicas).
+
 Prints the numbers and writes them into BENCHMARKS.md (the section between the bench_kube_cancels
-markers). The cluster is taken down at the end (`down`, and `--owner-pid` should this process die).
+markers, or the bench_kube_cancels_real ones). The cluster is taken down at the end (`down`, and
+`--owner-pid` should this process die).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import random
@@ -44,6 +52,8 @@ from kube_real import (  # noqa: E402
     ServoRun,
     connector,
     create_app,
+    deployment_manifest,
+    random_values,
     run_cancel_storm,
     servo_config,
 )
@@ -51,9 +61,43 @@ from kube_real import (  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "BENCHMARKS.md"
 MARKS = ("<!-- bench_kube_cancels:start -->", "<!-- bench_kube_cancels:end -->")
+REAL_MARKS = ("<!-- bench_kube_cancels_real:start -->", "<!-- bench_kube_cancels_real:end -->")
+REAL_LABEL = "servo-actors.io/node"
+REAL_IMAGE = "servo-actors.local/app:dev"
+REAL_CPU_STEPS = [0.1, 0.15, 0.2]
+REAL_MEMORY_STEPS = [0.125, 0.1875, 0.25]
+"""Cores and GiB per pod on the real node: 3 replicas and a surge pod fit its 1 CPU and 2 GiB."""
 DEFAULT_CANCELS = 40
 PROGRESS_INTERVAL = "100ms"
 """How often the servo posts progress: a cancel waits for the next post (not counted here)."""
+
+
+def real_manifest() -> dict[str, Any]:
+    """Deployment web of kube_real.py, its pods on the real node: the project's app, ready once its
+    /readyz answers (probed every second), 100m and 128Mi."""
+    manifest = deployment_manifest()
+    spec = manifest["spec"]["template"]["spec"]
+    spec["nodeSelector"] = {REAL_LABEL: "real"}
+    spec["tolerations"] = [{"key": REAL_LABEL, "operator": "Equal", "value": "real", "effect": "NoSchedule"}]
+    main = spec["containers"][0]
+    main.update({
+        "image": REAL_IMAGE, "imagePullPolicy": "IfNotPresent",
+        "ports": [{"containerPort": 8080, "name": "http"}],
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": 8080}, "periodSeconds": 1},
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "100m", "memory": "128Mi"}},
+    })  # fmt: skip
+    return manifest
+
+
+def real_values(rng: Any) -> dict[str, Any]:
+    """``random_values`` sized to the real node: cpu and memory from the REAL steps, 1-3 replicas."""
+    values = copy.deepcopy(random_values(rng))
+    low = rng.randint(1, 2)
+    values.update({
+        "cpu": rng.choice(REAL_CPU_STEPS), "memory": rng.choice(REAL_MEMORY_STEPS),
+        "min_replicas": low, "max_replicas": rng.randint(2, 3),
+    })  # fmt: skip
+    return values
 
 
 def ms(values: list[float], fraction: float) -> float:
@@ -84,11 +128,22 @@ def versions() -> str:
     return f"Kubernetes {pinned['KUBERNETES_VERSION']}, etcd {pinned['ETCD_VERSION']}, kwok {pinned['KWOK_VERSION']}"
 
 
-def report(result: dict[str, Any], where: dict[str, Any], load_after: str) -> str:
+def report(result: dict[str, Any], where: dict[str, Any], load_after: str, real_node: bool = False) -> str:
     fresh, cancelled = result["fresh_ms"], result["cancelled_ms"]
     phases = ", ".join(f"{name} {count}" for name, count in result["phases"].items())
+    title = (
+        "Cancels against real pods on the real node (scripts/bench_kube_cancels.py --real-node"
+        if real_node
+        else "Cancels against the real control plane (scripts/bench_kube_cancels.py"
+    )
+    pods = (
+        " Its pods run on the real node (kubelet, containerd, runc): the project's app with a readiness "
+        "probe every second, so each rollout starts and stops real containers."
+        if real_node
+        else ""
+    )
     return "\n".join([
-        f"### Cancels against the real control plane (scripts/bench_kube_cancels.py, {where['date']})",
+        f"### {title}, {where['date']})",
         "",
         f"Machine: {where['cpu']}, {where['cores']} cores, Linux {where['kernel']}, Python {where['python']}; "
         f"{versions()}; commit {where['tree']}; load average at start {where['load_at_start']}, at the end "
@@ -96,7 +151,7 @@ def report(result: dict[str, Any], where: dict[str, Any], load_after: str) -> st
         "",
         f"`servo-actors run` tuning a Deployment with an HPA through the kubernetes connector; {result['cancels']} "
         f"cancels in {result['trials']} trials ({result['elapsed_s']:.0f} s, seed {result['seed']}), at random "
-        f"moments: {phases}. Measured from the optimizer's `cancel` answer:",
+        f"moments: {phases}.{pods} Measured from the optimizer's `cancel` answer:",
         "",
         "| | p50 | p99 | max |",
         "|---|---:|---:|---:|",
@@ -108,16 +163,18 @@ def report(result: dict[str, Any], where: dict[str, Any], load_after: str) -> st
     ]) + "\n"  # fmt: skip
 
 
-def run(cancels: int, seed: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="bench-kube-cancels-") as scratch:
+def run(cancels: int, seed: int, real_node: bool = False) -> dict[str, Any]:
+    # A short directory: the real node's containerd socket path must fit in 108 bytes.
+    with tempfile.TemporaryDirectory(prefix="bkc-") as scratch:
         cluster = LocalCluster.up(
-            Path(scratch) / "cluster", owner_pid=os.getpid(), hpa_downscale_stabilization="0s"
-        )
+            Path(scratch) / "cluster", owner_pid=os.getpid(), hpa_downscale_stabilization="0s",
+            real_nodes=1 if real_node else 0,
+        )  # fmt: skip
         optimizer = CommandQueue.serve()
         servo = None
         try:
             namespace = cluster.new_namespace("bench-cancels")
-            create_app(cluster, namespace)
+            create_app(cluster, namespace, manifest=real_manifest() if real_node else None)
             config = servo_config(
                 optimizer.server, connector(cluster, namespace), progress_interval=PROGRESS_INTERVAL
             )
@@ -128,7 +185,7 @@ def run(cancels: int, seed: int) -> dict[str, Any]:
                 raise RuntimeError(f"the first DESCRIBE: {first.result}\n{servo.log()}")
             storm = run_cancel_storm(
                 cluster, namespace, optimizer, servo, random.Random(seed), seed, cancels, 3 * cancels,
-                say=lambda line: print(line, flush=True),
+                say=lambda line: print(line, flush=True), values_of=real_values if real_node else random_values,
             )  # fmt: skip
             print(storm.summary(), flush=True)
             if len(storm.answered_to("progress")) < cancels:
@@ -148,20 +205,21 @@ def main() -> int:
     parser.add_argument("--cancels", type=int, default=DEFAULT_CANCELS, help=f"default {DEFAULT_CANCELS}")
     parser.add_argument("--seed", type=int, default=None, help="replay a run (default: random)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md alone")
+    parser.add_argument("--real-node", action="store_true", help="web's pods on the real node (needs root)")
     args = parser.parse_args()
     if args.cancels < 2:
         parser.error(f"--cancels must be at least 2, got {args.cancels}")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
     where = machine()
     try:
-        result = run(args.cancels, seed)
+        result = run(args.cancels, seed, args.real_node)
     except (AssertionError, RuntimeError, subprocess.TimeoutExpired) as exc:
         print(f"bench_kube_cancels: {exc}", file=sys.stderr)
         return 1
-    text = report(result, where, load_average())
+    text = report(result, where, load_average(), args.real_node)
     print(text + json.dumps(result, indent=1))
     if not args.no_write:
-        write_section(BENCHMARKS, text, MARKS)
+        write_section(BENCHMARKS, text, REAL_MARKS if args.real_node else MARKS)
     return 0
 
 

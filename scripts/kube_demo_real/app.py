@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-NAMESPACE = "servo-kube-demo-real"
 APP_ID = "demo.local/real-web"
 DEPLOYMENT, CONTAINER, COMPONENT = "web", "main", "web"
 IMAGE = "servo-actors.local/app:dev"
@@ -62,7 +61,7 @@ def cost(cpu_cores: float, memory_gib: float, replicas: int) -> float:
     return round(replicas * (CPU_WEIGHT * cpu_cores + MEMORY_WEIGHT * memory_gib), 6)
 
 
-def manifests(namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+def manifests(namespace: str) -> list[dict[str, Any]]:
     resources = {"cpu": BASELINE["cpu"], "memory": BASELINE["memory"]}
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
@@ -97,29 +96,29 @@ def manifests(namespace: str = NAMESPACE) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def p99_query(window: str) -> str:
+def p99_query(namespace: str, window: str) -> str:
     return (
         f"1000 * histogram_quantile(0.99, sum by (le) (rate(http_request_duration_seconds_bucket"
-        f'{{namespace="{NAMESPACE}", path="{PATH}"}}[{window}])))'
+        f'{{namespace="{namespace}", path="{PATH}"}}[{window}])))'
     )
 
 
-def error_query(window: str) -> str:
-    selector = f'namespace="{NAMESPACE}", path="{PATH}"'
+def error_query(namespace: str, window: str) -> str:
+    selector = f'namespace="{namespace}", path="{PATH}"'
     return (
         f'(sum(rate(http_request_duration_seconds_count{{{selector}, code!~"2.."}}[{window}])) or vector(0))'
         f" / sum(rate(http_request_duration_seconds_count{{{selector}}}[{window}]))"
     )
 
 
-def throughput_query(window: str) -> str:
+def throughput_query(namespace: str, window: str) -> str:
     return (
-        f'sum(rate(http_request_duration_seconds_count{{namespace="{NAMESPACE}", path="{PATH}"}}[{window}]))'
+        f'sum(rate(http_request_duration_seconds_count{{namespace="{namespace}", path="{PATH}"}}[{window}]))'
     )
 
 
 def servo_config(
-    url: str, kubeconfig: Path, kubectl: Path, prometheus_url: str, target_url: str
+    url: str, kubeconfig: Path, kubectl: Path, namespace: str, prometheus_url: str, target_url: str
 ) -> dict[str, Any]:
     window = f"{int(RATE_WINDOW_SECONDS)}s"
     step = f"{int(STEP_SECONDS)}s"
@@ -132,7 +131,7 @@ def servo_config(
             "--kubectl",
             str(kubectl),
             "--namespace",
-            NAMESPACE,
+            namespace,
         ]
     )
     return {
@@ -141,7 +140,7 @@ def servo_config(
                      "backoff": {"min": "100ms", "max": "1s", "max_time": "30s"}},
         "connectors": [
             {"name": "cluster", "type": "kubernetes", "config": {
-                "kubeconfig": str(kubeconfig), "namespace": NAMESPACE, "timeout": f"{ROLLOUT_TIMEOUT:g}s",
+                "kubeconfig": str(kubeconfig), "namespace": namespace, "timeout": f"{ROLLOUT_TIMEOUT:g}s",
                 "on_failure": "rollback",
                 "deployments": [{
                     "name": DEPLOYMENT, "replicas": {"min": 1, "max": 2},
@@ -159,11 +158,11 @@ def servo_config(
                 "base_url": prometheus_url, "timeout": "10s",
                 "metrics": [
                     {"name": "p99_latency", "unit": "ms", "step": step, "absent": "fail",
-                     "query": p99_query(window)},
+                     "query": p99_query(namespace, window)},
                     {"name": "errors", "unit": "ratio", "step": step, "absent": "fail",
-                     "query": error_query(window)},
+                     "query": error_query(namespace, window)},
                     {"name": "rps", "unit": "rps", "step": step, "absent": "fail",
-                     "query": throughput_query(window)},
+                     "query": throughput_query(namespace, window)},
                 ],
             }},
             {"name": "cost", "type": "command", "config": {

@@ -5,7 +5,6 @@ baseline and recommendation each measured again REPEATS times under the same loa
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 import time
@@ -17,6 +16,7 @@ import yaml
 
 from kube_demo_real import app, remeasure
 from kube_demo_real.balancer import Balancer
+from kube_demo_real.outcome import outcome_line
 from kube_demo_real.pods import FileTargets, ReadyPods
 from kube_demo_real.prometheus import HostPrometheus, PrometheusFailed
 from servo_actors.config import ServoConfig
@@ -64,6 +64,7 @@ def describe(settings: dict[str, Any]) -> str:
 class RealDemo:
     def __init__(self, host: Host) -> None:
         self.host = host
+        self.namespace: str = host.args.namespace
         self.final: dict[str, Any] | None = None
 
     def run(self) -> int:
@@ -71,17 +72,20 @@ class RealDemo:
         began = time.monotonic()
         kubeconfig, kubectl = host.cluster()
         self.kubeconfig, self.kubectl = kubeconfig, kubectl
-        host.say(f"application: Deployment {app.DEPLOYMENT} ({app.IMAGE}) on the real node, namespace {app.NAMESPACE}: "
+        host.say(f"application: Deployment {app.DEPLOYMENT} ({app.IMAGE}) on the real node, namespace {self.namespace}: "
                  f"baseline {describe(self._baseline_settings())}, WORK_MS {app.WORK_MS}")  # fmt: skip
         host.child(
-            self._kubectl("apply", "-f", "-"), 30.0, stdin=yaml.safe_dump_all(app.manifests()), capture=True
+            self._kubectl("apply", "-f", "-"),
+            30.0,
+            stdin=yaml.safe_dump_all(app.manifests(self.namespace)),
+            capture=True,
         )
         self._rollout()
         with tempfile.TemporaryDirectory(prefix="servo-actors-kube-demo-real-") as tmp:
             prometheus = HostPrometheus(Path(tmp, "prometheus"), app.SCRAPE_SECONDS)
             selector = ",".join(f"{k}={v}" for k, v in app.LABELS.items())
-            pods = ReadyPods(kubectl, kubeconfig, app.NAMESPACE, selector, app.PORT)
-            pods.listeners.append(FileTargets(prometheus.targets, app.NAMESPACE))
+            pods = ReadyPods(kubectl, kubeconfig, self.namespace, selector, app.PORT)
+            pods.listeners.append(FileTargets(prometheus.targets, self.namespace))
             balancer = Balancer(pods)
             try:
                 prometheus.start()
@@ -104,7 +108,9 @@ class RealDemo:
         config_file = tmp / "servo.yaml"
 
         def config(url: str) -> ServoConfig:
-            body = app.servo_config(url, self.kubeconfig, self.kubectl, prometheus.url, target)
+            body = app.servo_config(
+                url, self.kubeconfig, self.kubectl, self.namespace, prometheus.url, target
+            )
             config_file.write_text(yaml.safe_dump(body))
             return ServoConfig.model_validate(body)
 
@@ -113,8 +119,10 @@ class RealDemo:
         code = run_demo(options, host.say, setup=DemoSetup(plan, config), finished=self._keep_final)
         if host.stopped():
             return -1
-        if code != 0 or self.final is None:
+        if self.final is None or self.final.get("phase") != "done":
             raise Failed(f"the optimization did not end (exit {code})")
+        # The plan ran to its end, with a recommendation or none (no step met every constraint):
+        # adoption() says what stays applied, and why.
         chosen = adoption(self.final)
         if chosen is None:
             raise Failed("the optimization ended without a baseline reading to compare with")
@@ -126,27 +134,33 @@ class RealDemo:
         measured: dict[str, dict[str, remeasure.Summary]] = {}
         self._apply(config_file, baseline, "the baseline")
         measured["baseline"] = self._remeasure(prometheus, target, "the baseline")
-        self._apply(config_file, candidate, "the recommendation")
-        measured["recommendation"] = self._remeasure(prometheus, target, "the recommendation")
-        if not chosen.recommendation:
-            host.say(f"not keeping the recommendation: {chosen.reason}; the baseline goes back in place")
-            self._apply(config_file, baseline, "the baseline")
+        if candidate == baseline:
+            measured["recommendation"] = measured["baseline"]
+        else:
+            self._apply(config_file, candidate, "the recommendation")
+            measured["recommendation"] = self._remeasure(prometheus, target, "the recommendation")
+            if not chosen.recommendation:
+                host.say(f"not keeping the recommendation: {chosen.reason}; the baseline goes back in place")
+                self._apply(config_file, baseline, "the baseline")
         kept = candidate if chosen.recommendation else baseline
-        self._table(baseline, candidate, measured, kept is candidate)
+        self._table(baseline, candidate, measured, chosen.recommendation)
         shown = host.child(
-            self._kubectl("-n", app.NAMESPACE, "get", "deploy", "-o", "wide"), 30.0, capture=True
+            self._kubectl("-n", self.namespace, "get", "deploy", "-o", "wide"), 30.0, capture=True
         )
-        host.say(f"$ kubectl get deploy -n {app.NAMESPACE} -o wide\n{shown.rstrip()}")
+        host.say(f"$ kubectl get deploy -n {self.namespace} -o wide\n{shown.rstrip()}")
         host.say(f"wall time: {time.monotonic() - began:.0f} s")
         if args.json:
-            print(json.dumps({
-                "slo_p99_ms": app.SLO_P99_MS, "rate_rps": app.RATE_RPS, "path": app.PATH,
-                "baseline": baseline, "recommendation": kept, "candidate": candidate,
-                "adopted": chosen.recommendation, "reason": chosen.reason,
-                "baseline_cost": cost_of(baseline), "recommendation_cost": cost_of(kept),
-                "steps": len(steps), "best_step": best.get("step"),
-                "measured": {k: remeasure.as_json(v) for k, v in measured.items()},
-            }), flush=True)  # fmt: skip
+            readings = {"baseline": remeasure.as_json(measured["baseline"])}
+            candidate_readings = remeasure.as_json(measured["recommendation"])
+            if chosen.recommendation:
+                readings["recommendation"] = candidate_readings
+            else:
+                readings["recommendation"], readings["candidate"] = readings["baseline"], candidate_readings
+            print(outcome_line(
+                slo_p99_ms=app.SLO_P99_MS, rate_rps=app.RATE_RPS, path=app.PATH, baseline=baseline,
+                recommendation=kept, baseline_cost=cost_of(baseline), recommendation_cost=cost_of(kept),
+                measured=readings,
+            ), flush=True)  # fmt: skip
         return 0
 
     def _keep_final(self, final: dict[str, Any]) -> None:
@@ -159,13 +173,13 @@ class RealDemo:
         return [str(self.kubectl), "--kubeconfig", str(self.kubeconfig), *args]
 
     def _rollout(self) -> None:
-        self.host.child(self._kubectl("-n", app.NAMESPACE, "rollout", "status", f"deployment/{app.DEPLOYMENT}",
+        self.host.child(self._kubectl("-n", self.namespace, "rollout", "status", f"deployment/{app.DEPLOYMENT}",
                                       f"--timeout={app.ROLLOUT_TIMEOUT:g}s"), app.ROLLOUT_TIMEOUT + 10, capture=True)  # fmt: skip
 
     def _wait_scraped(self, prometheus: HostPrometheus) -> None:
         deadline = time.monotonic() + TARGETS_TIMEOUT
         while time.monotonic() < deadline:
-            up = prometheus.query(f'sum(up{{namespace="{app.NAMESPACE}"}})')
+            up = prometheus.query(f'sum(up{{namespace="{self.namespace}"}})')
             if up and float(up[0]["value"][1]) >= 1:
                 return
             time.sleep(POLL)
@@ -180,7 +194,7 @@ class RealDemo:
     def _remeasure(self, prometheus: HostPrometheus, target: str, what: str) -> dict[str, remeasure.Summary]:
         self.host.say(f"measuring {what} again {REPEATS} times ({app.WARMUP_SECONDS:g} s warm-up + "
                       f"{app.MEASURE_SECONDS:g} s at {app.RATE_RPS:g} requests/s each)")  # fmt: skip
-        return remeasure.measure(prometheus, target, REPEATS)
+        return remeasure.measure(prometheus, target, self.namespace, REPEATS)
 
     def _table(
         self,

@@ -38,9 +38,10 @@ class Summary:
 
 
 def measure_once(
-    prometheus: HostPrometheus, target_url: str, seconds: float = MEASURE_SECONDS
+    prometheus: HostPrometheus, target_url: str, namespace: str, seconds: float = MEASURE_SECONDS
 ) -> dict[str, float]:
-    """One loaded window; its p99 (ms), error rate and throughput from Prometheus."""
+    """One loaded window; its p99 (ms), error rate and throughput from Prometheus (the app's pods
+    in ``namespace``)."""
     load = LoadgenConnector("remeasure", {"url": target_url, "rate": RATE_RPS, "concurrency": CONCURRENCY,
                                           "timeout": "5s"})  # fmt: skip
     load.measure([], Control(duration=seconds, warmup=WARMUP_SECONDS), lambda *_: None)
@@ -48,15 +49,15 @@ def measure_once(
     time.sleep(DELAY_SECONDS)
     window = f"{int(seconds)}s"
     values = {}
-    for name, query in (("p99_latency", p99_query(window)), ("errors", error_query(window)),
-                        ("rps", throughput_query(window))):  # fmt: skip
+    for name, query in (("p99_latency", p99_query(namespace, window)), ("errors", error_query(namespace, window)),
+                        ("rps", throughput_query(namespace, window))):  # fmt: skip
         result = prometheus.query(query, at=ended)
         values[name] = float(result[0]["value"][1]) if result else float("nan")
     return values
 
 
-def measure(prometheus: HostPrometheus, target_url: str, repeats: int) -> dict[str, Summary]:
-    readings = [measure_once(prometheus, target_url) for _ in range(repeats)]
+def measure(prometheus: HostPrometheus, target_url: str, namespace: str, repeats: int) -> dict[str, Summary]:
+    readings = [measure_once(prometheus, target_url, namespace) for _ in range(repeats)]
     return {name: summary([r[name] for r in readings]) for name in METRICS}
 
 

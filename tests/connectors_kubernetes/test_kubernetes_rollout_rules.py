@@ -11,6 +11,7 @@ from servo_actors.connectors.kubernetes.diagnosis import (
     instability,
     newest_replicaset,
     pods_of,
+    probe_failure,
     progress_deadline_of_another,
     restart_counts,
     unready_detail,
@@ -166,6 +167,64 @@ def test_crash_loop_is_a_start_failure_with_the_last_exit() -> None:
         "restarted 4 time(s)" in found.message
         and "OOMKilled" in found.message
         and "more memory" in found.message
+    )
+
+
+def test_a_crash_names_the_last_line_of_the_containers_termination_message() -> None:
+    # As the real kubelet reports it with terminationMessagePolicy: FallbackToLogsOnError.
+    log = 'level=INFO msg=started\nlevel=ERROR msg=stopped error="exiting with status 1"\n'
+    crashing = {"name": "main", "restartCount": 1, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                "lastState": {"terminated": {"reason": "Error", "exitCode": 1, "message": log}}}  # fmt: skip
+    found = diagnose_pods([_pod("p", statuses=[crashing])])
+    assert "last exit: Error (code 1), saying 'level=ERROR msg=stopped error=" in found.message
+    assert "msg=started" not in found.message
+
+
+def _unhealthy(pod: str, message: str, count: int, at: str, uid: str | None = None) -> dict:
+    """A kubelet's failed-probe event, as the real one records it."""
+    involved = {"kind": "Pod", "name": pod, "fieldPath": "spec.containers{main}"}
+    if uid is not None:
+        involved["uid"] = uid
+    return {"type": "Warning", "reason": "Unhealthy", "message": message, "count": count,
+            "lastTimestamp": at, "involvedObject": involved}  # fmt: skip
+
+
+def test_a_failing_probe_names_the_pod_the_probe_and_how_often() -> None:
+    running = [{"name": "main", "ready": False, "restartCount": 0, "state": {"running": {}}}]
+    unready = _pod("web-1", conditions=[{"type": "Ready", "status": "False"}], statuses=running)
+    assert diagnose_pods([unready]) is None  # running, no restart: nothing definite to see
+    events = [
+        _unhealthy("web-1", "Readiness probe failed: Get ...: connection refused", 2, "2026-12-06T05:10:28Z"),
+        _unhealthy("web-1", "Readiness probe failed: HTTP probe failed with statuscode: 503", 9,
+                   "2026-12-06T05:10:37Z"),
+        _unhealthy("web-2", "Readiness probe failed: other pod", 5, "2026-12-06T05:10:39Z"),
+        {"type": "Warning", "reason": "MissingClusterDNS", "message": "dns", "involvedObject": {"name": "web-1"}},
+    ]  # fmt: skip
+    found = probe_failure([unready], events)
+    assert (found.status, found.reason, found.definite) == ("rejected", "start-failed", False)
+    assert found.message == (
+        "pod web-1 is not ready: container main: Readiness probe failed: HTTP probe failed with "
+        "statuscode: 503 (11 time(s); the container restarted 0 time(s))"
+    )
+    ready = _pod("web-1", conditions=[{"type": "Ready", "status": "True"}], statuses=running)
+    assert probe_failure([ready], events) is None
+    assert probe_failure([unready], events[3:]) is None
+    # Readiness lost during settlement names the probe too, given the events.
+    baseline = {("web-1", "main"): 0}
+    assert instability(baseline, [unready]).message == "pod web-1 lost readiness during settlement"
+    assert instability(baseline, [unready], events).message == (
+        "pod web-1 lost readiness during settlement: container main: Readiness probe failed: HTTP probe "
+        "failed with statuscode: 503 (11 time(s); the container restarted 0 time(s))"
+    )
+    # An event that names no container (as kwok's simulated one): the pod and the probe's words.
+    anonymous = {**events[1], "involvedObject": {"name": "web-1"}}
+    assert probe_failure([unready], [anonymous]).message == (
+        "pod web-1 is not ready: Readiness probe failed: HTTP probe failed with statuscode: 503 (9 time(s))"
+    )
+    # An event about an earlier pod of the same name (another uid) is not this pod's.
+    unready["metadata"]["uid"] = "u-2"
+    assert (
+        probe_failure([unready], [_unhealthy("web-1", "Readiness probe failed", 3, "t", uid="u-1")]) is None
     )
 
 

@@ -142,7 +142,8 @@ def test_a_rollout_past_its_progress_deadline_is_named_and_rolled_back(
     failure = _fail(app, progress, {SIMULATE_ENV: "unstable"})
     assert (failure.status, failure.reason) == ("rejected", "start-failed"), failure.message
     assert "stopped progressing" in failure.message and "has timed out progressing" in failure.message
-    assert "is not ready: containers with unready status: [main]" in failure.message
+    # kwok's stage posts the kubelet's Unhealthy event: its failing probe is named.
+    assert "is not ready: Readiness probe failed (simulated by kwok, mark unstable)" in failure.message
     assert "Rolled web back to the previous settings, which are healthy again." in failure.message
     _assert_rolled_back(app, before, {SIMULATE_ENV: "unstable"})
     progressing = next(c for c in app.deployment()["status"]["conditions"] if c["type"] == "Progressing")

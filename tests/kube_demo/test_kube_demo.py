@@ -7,6 +7,7 @@ brings it down is the same code with `up`/`down` around it (see docs/kube-cluste
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -30,6 +31,9 @@ DEMO_TIMEOUT = 240.0
 LEFTOVER_TIMEOUT = 10.0
 """The demo's processes are gone when it exits; this bounds the last actor process's exit."""
 MARK = "SERVO_KUBE_DEMO_TEST_MARK"
+JSON_KEYS = {"slo_p99_ms", "rate_rps", "path", "baseline", "recommendation", "baseline_cost",
+             "recommendation_cost", "measured"}  # fmt: skip
+"""docs/interface.md's `--json` object."""
 APPLIED = re.compile(
     r"^applying (?P<what>the recommendation|the baseline): servo-actors adjust (?P<settings>.*)$",
     re.MULTILINE,
@@ -82,13 +86,37 @@ def assert_applied_what_it_may(out: str, cluster: LocalCluster, namespace: str) 
     assert f"the cluster holds {applied['what']}" in out
 
 
+def assert_the_json_line(out: str) -> None:
+    """--json: one line, the keys docs/interface.md lists (written out here), values that agree
+    with what the demo applied."""
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    assert len(lines) == 1, out
+    outcome = json.loads(lines[0])
+    assert set(outcome) == JSON_KEYS, outcome
+    assert outcome["slo_p99_ms"] == 250 and outcome["rate_rps"] is None and outcome["path"] is None
+    applied = APPLIED.search(out)
+    assert applied, out
+    wanted = dict(pair.split("=", 1) for pair in applied["settings"].split())
+    assert {f"web.{k}": str(v) for k, v in outcome["recommendation"].items()} == wanted, (outcome, wanted)
+    assert set(outcome["baseline"]) == {"cpu", "memory", "GC", "hpa_min_replicas"}
+    assert set(outcome["measured"]) >= {"baseline", "recommendation"}
+    for readings in (outcome["measured"]["baseline"], outcome["measured"]["recommendation"]):
+        assert set(readings) == {"cost", "p99_latency", "error_rate", "throughput"}, readings
+        assert all(set(r) == {"mean", "spread", "values"} and r["values"] for r in readings.values())
+    if applied["what"] == "the recommendation":
+        assert outcome["recommendation_cost"] < outcome["baseline_cost"], outcome
+    else:
+        assert outcome["recommendation"] == outcome["baseline"], outcome
+        assert outcome["recommendation_cost"] == outcome["baseline_cost"], outcome
+
+
 def test_the_demo_applies_its_recommendation_and_leaves_nothing_running(
     kube_cluster: LocalCluster, kube_namespace: str
 ) -> None:
     mark = secrets.token_hex(8)
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--dir", str(kube_cluster.dir), "--namespace", kube_namespace,
-         "--steps", "2", "--abort-every", "3"],
+         "--steps", "2", "--abort-every", "3", "--json"],
         env={**os.environ, MARK: mark}, capture_output=True, text=True, timeout=DEMO_TIMEOUT,
     )  # fmt: skip
     out = done.stdout
@@ -99,6 +127,7 @@ def test_the_demo_applies_its_recommendation_and_leaves_nothing_running(
     assert_applied_what_it_may(out, kube_cluster, kube_namespace)
     assert f"$ kubectl get deploy,hpa -n {kube_namespace}" in out
     assert "horizontalpodautoscaler.autoscaling/web" in out
+    assert_the_json_line(out)
 
     wait_until(lambda: not marked_processes(mark), LEFTOVER_TIMEOUT, 0.1, "no process of the demo left")
     assert kube_cluster.status().returncode == 0  # a cluster it did not start stays up

@@ -19,6 +19,7 @@ import kube_local
 import pytest
 from kube_local import LocalCluster
 from kube_quantity import parse as parse_quantity
+from real_node import APP_IMAGE, CGROUP_V1, LABEL, NODE, POD_TIMEOUT, REAL, container_cgroup, ready
 from waiting import wait_until
 
 from servo_actors.connectors.base import Control
@@ -26,19 +27,10 @@ from servo_actors.connectors.kubernetes import KubernetesConnector
 
 pytestmark = pytest.mark.kube
 
-NODE = "real-node-0"
-LABEL = "servo-actors.io/node"
-APP_IMAGE = "servo-actors.local/app:dev"
 MISSING_IMAGE = "servo-actors.local/no-such-image:dev"
-REAL = {"nodeSelector": {LABEL: "real"},
-        "tolerations": [{"key": LABEL, "operator": "Equal", "value": "real", "effect": "NoSchedule"}]}  # fmt: skip
-POD_TIMEOUT = 120.0
-"""Seconds for a pod on the real node to start (sandbox, container, readiness) or to fail as asked:
-a few seconds on an idle machine; only a hang breaks this bound."""
 HTTP_TIMEOUT = 10.0
 METRICS_TIMEOUT = 120.0
 """Seconds for a pod's first metrics: metrics-server scrapes every 10 s and needs two scrapes (~35 s)."""
-CGROUP_V1 = Path("/sys/fs/cgroup")
 
 
 def app_container(**fields: Any) -> dict[str, Any]:
@@ -62,10 +54,6 @@ def pod(cluster: LocalCluster, namespace: str, name: str) -> dict[str, Any]:
     return cluster.get(f"/api/v1/namespaces/{namespace}/pods/{name}")  # type: ignore[no-any-return]
 
 
-def ready(p: dict[str, Any]) -> bool:
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
-
-
 def ready_pod(cluster: LocalCluster, namespace: str, name: str) -> dict[str, Any] | None:
     found = pod(cluster, namespace, name)
     return found if ready(found) else None
@@ -79,16 +67,6 @@ def http_get(ip: str, path: str) -> tuple[int, bytes]:
         return response.status, response.read()
     finally:
         connection.close()
-
-
-def container_cgroup(cluster: LocalCluster, p: dict[str, Any], controller: str) -> Path:
-    """The container's cgroup directory in a v1 hierarchy, under the node's cgroup root."""
-    node = next(n for n in cluster.state()["real_nodes"] if n["name"] == p["spec"]["nodeName"])
-    container_id = p["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
-    root = CGROUP_V1 / controller / node["cgroup_root"].lstrip("/") / "kubepods"
-    found = list(root.rglob(container_id))
-    assert len(found) == 1, f"container {container_id} under {root}: {found}"
-    return found[0]
 
 
 # --- the node itself -------------------------------------------------------------------------

@@ -143,10 +143,16 @@ def hpa_manifest() -> dict[str, Any]:
 
 
 def create_app(
-    cluster: LocalCluster, namespace: str, timeout: float = COMMAND_TIMEOUT, min_ready_seconds: int = 0
+    cluster: LocalCluster,
+    namespace: str,
+    timeout: float = COMMAND_TIMEOUT,
+    min_ready_seconds: int = 0,
+    manifest: dict[str, Any] | None = None,
 ) -> None:
-    """Deployment web and its HPA in ``namespace``, the Deployment rolled out (kubectl's rule)."""
-    cluster.apply(namespace, deployment_manifest(min_ready_seconds=min_ready_seconds), hpa_manifest())
+    """Deployment web (``manifest``, else ``deployment_manifest``) and its HPA in ``namespace``, the
+    Deployment rolled out (kubectl's rule)."""
+    web = manifest if manifest is not None else deployment_manifest(min_ready_seconds=min_ready_seconds)
+    cluster.apply(namespace, web, hpa_manifest())
     cluster.kubectl(
         "rollout", "status", f"deployment/{NAME}", "-n", namespace, f"--timeout={timeout:.0f}s",
         timeout=timeout + 30,
@@ -644,9 +650,10 @@ def run_cancel_storm(
     cancels: int,
     max_trials: int,
     say: Any = print,
+    values_of: Callable[[Any], dict[str, Any]] = random_values,
 ) -> CancelStorm:
     """Commands with a cancel pressed at a random moment of each, until ``cancels`` were answered to a
-    progress post; after each, a DESCRIBE. Checked on every trial (AssertionError naming the trial
+    progress post; after each, a DESCRIBE. An ADJUST's values are ``values_of(rng)``. Checked on every trial (AssertionError naming the trial
     and the seed otherwise): a cancel met at a progress post is answered ``cancelled``; every cancel
     that met the command kills the connector's process and a fresh one answers; the DESCRIBE reads
     what the cluster holds; the servo keeps running; a command not cancelled is ``ok`` (an ADJUST's
@@ -657,7 +664,7 @@ def run_cancel_storm(
     while len(storm.answered_to("progress")) < cancels and storm.trials < max_trials:
         storm.trials += 1
         adjusting = rng.random() < 0.65
-        values = random_values(rng) if adjusting else None
+        values = values_of(rng) if adjusting else None
         command = adjust_command(values, SETTLEMENT) if values else measure_command(MEASURE_SECONDS)
         window = ADJUST_WINDOW if adjusting else MEASURE_SECONDS
         draw = rng.random()

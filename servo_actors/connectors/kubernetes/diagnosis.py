@@ -5,6 +5,8 @@ Pure functions over dicts of Deployments, ReplicaSets, pods and events.
 - ``rejected``/``unschedulable``: a pod cannot be placed (not enough CPU/memory, taints, quota).
 - ``rejected``/``start-failed``: containers crash, cannot be created, or the controller gave up.
 - ``rejected``/``unstable``: containers restart, or readiness is lost, during settlement.
+- ``rejected``/``start-failed`` from ``probe_failure``: a running pod that never became Ready, with
+  the kubelet's failed-probe events (named when a wait for readiness runs out).
 - ``failed``/``image-pull-failed``: the image cannot be pulled (not the settings' fault).
 """
 
@@ -16,6 +18,7 @@ from typing import Any
 __all__ = [
     "Diagnosis",
     "IMAGE_PULL_REASONS",
+    "PROBE_FAILED_REASON",
     "REVISION_ANNOTATION",
     "START_FAILURE_REASONS",
     "deployment_condition_failure",
@@ -24,6 +27,8 @@ __all__ = [
     "instability",
     "newest_replicaset",
     "pods_of",
+    "probe_detail",
+    "probe_failure",
     "progress_deadline_of_another",
     "restart_counts",
     "unready_detail",
@@ -38,6 +43,9 @@ IMAGE_PULL_REASONS = {
     "ErrImageNeverPull",
     "RegistryUnavailable",
 }
+PROBE_FAILED_REASON = "Unhealthy"
+"""The reason of the kubelet's Warning event for a failed probe; its message names the probe
+("Readiness probe failed: HTTP probe failed with statuscode: 503")."""
 START_FAILURE_REASONS = {
     "CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
     "StartError", "ContainerCannotRun", "OOMKilled", "Error",
@@ -159,6 +167,10 @@ def _container_problem(
         ended = ""
         if last:
             ended = f"; last exit: {last.get('reason') or 'Error'} (code {last.get('exitCode', '?')})"
+            # The last line of its termination message, or of its log (FallbackToLogsOnError).
+            lines = [line.strip() for line in str(last.get("message") or "").splitlines() if line.strip()]
+            if lines:
+                ended += f", saying {_clipped(lines[-1])!r}"
         detail = waiting.get("message") or ""
         hint = " (it may need more memory)" if last.get("reason") == "OOMKilled" else ""
         return Diagnosis(
@@ -169,6 +181,73 @@ def _container_problem(
             definite=reason in START_FAILURE_REASONS,
         )  # fmt: skip
     return None
+
+
+MESSAGE_LIMIT = 300
+"""At most this many characters of a container's termination message (its end) go into a diagnosis."""
+
+
+def _clipped(text: str) -> str:
+    return text if len(text) <= MESSAGE_LIMIT else "..." + text[-MESSAGE_LIMIT:]
+
+
+def probe_failure(pods: list[dict[str, Any]], events: list[dict[str, Any]] | None) -> Diagnosis | None:
+    """Why a pod of ``pods`` is not Ready, when the kubelet has said so: ``rejected``/``start-failed``
+    naming the pod and its ``probe_detail``. Not definite: a probe may pass later (a slow start), so
+    this explains a wait that ran out rather than ending one. None when no such event is found."""
+    for pod in pods:
+        meta = pod.get("metadata", {})
+        if meta.get("deletionTimestamp") or _pod_ready(pod):
+            continue
+        detail = probe_detail(pod, events)
+        if detail:
+            return Diagnosis(
+                "rejected",
+                "start-failed",
+                f"pod {meta.get('name', '?')} is not ready: {detail}",
+                definite=False,
+            )
+    return None
+
+
+def probe_detail(pod: dict[str, Any], events: list[dict[str, Any]] | None) -> str:
+    """The pod's latest failed probe, from the kubelet's ``Unhealthy`` Warning events about it: the
+    container, the kubelet's words, how many times it failed and the container's restarts
+    ("container main: Readiness probe failed: HTTP probe failed with statuscode: 503 (8 time(s);
+    the container restarted 0 time(s))"); "" when there is no such event."""
+    meta = pod.get("metadata", {})
+    name, uid = meta.get("name", "?"), meta.get("uid")
+    failed = [
+        event
+        for event in events or []
+        if event.get("reason") == PROBE_FAILED_REASON
+        and (event.get("involvedObject") or {}).get("name") == name
+        and (event.get("involvedObject") or {}).get("uid") in (None, uid)
+    ]
+    if not failed:
+        return ""
+    latest = max(failed, key=lambda event: str(event.get("lastTimestamp") or event.get("eventTime") or ""))
+    times = sum(int(event.get("count") or 1) for event in failed)
+    container = _container_of(latest)
+    restarts = [
+        int(status.get("restartCount") or 0)
+        for status in (pod.get("status") or {}).get("containerStatuses") or []
+        if status.get("name") == container
+    ]
+    where = f"container {container}: " if container else ""
+    restarted = f"; the container restarted {restarts[0]} time(s)" if restarts else ""
+    return f"{where}{latest.get('message') or 'a probe failed'} ({times} time(s){restarted})"
+
+
+def _pod_ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _container_of(event: dict[str, Any]) -> str:
+    """The container an event is about (``spec.containers{main}``), or "" when it does not say."""
+    path = str((event.get("involvedObject") or {}).get("fieldPath") or "")
+    return path.partition("{")[2].rstrip("}")
 
 
 def _event_message(events: list[dict[str, Any]] | None, pod: str) -> str | None:
@@ -267,9 +346,14 @@ def restart_counts(pods: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
     return counts
 
 
-def instability(baseline: dict[tuple[str, str], int], pods: list[dict[str, Any]]) -> Diagnosis | None:
+def instability(
+    baseline: dict[tuple[str, str], int],
+    pods: list[dict[str, Any]],
+    events: list[dict[str, Any]] | None = None,
+) -> Diagnosis | None:
     """``rejected``/``unstable`` when a container restarted since ``baseline`` or a pod of the
-    baseline lost readiness (pods started since, e.g. by an HPA, may still be getting ready)."""
+    baseline lost readiness (pods started since, e.g. by an HPA, may still be getting ready); with
+    ``events``, a lost readiness names the failing probe (``probe_detail``)."""
     known = {pod_name for pod_name, _ in baseline}
     for pod in pods:
         meta = pod.get("metadata", {})
@@ -286,6 +370,8 @@ def instability(baseline: dict[tuple[str, str], int], pods: list[dict[str, Any]]
         for condition in (pod.get("status") or {}).get("conditions") or []:
             if name in known and condition.get("type") == "Ready" and condition.get("status") != "True":
                 detail = condition.get("message") or condition.get("reason") or ""
+                probe = probe_detail(pod, events)
+                detail = f"{detail}; {probe}" if detail and probe else detail or probe
                 return Diagnosis(
                     "rejected",
                     "unstable",

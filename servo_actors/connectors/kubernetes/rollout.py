@@ -235,11 +235,14 @@ class RolloutWatcher:
         try:
             deployment = self._read(name)
             if observed(deployment):
-                found = self.pods.diagnose(deployment)
+                found = self.pods.diagnose(deployment, probes=True)
                 if found is None and is_statefulset(deployment):
                     stuck = [p.get("metadata", {}).get("name", "?") for p in self.pods.stuck_pods(deployment)]
         except KubeError:
             pass  # the timeout is the news; a diagnosis would only have added detail
+        if found is not None and not found.definite:  # it might have cleared: say how long it was given
+            message = f"{self.kind(name)} {name} did not finish rolling out within {format_duration(timeout)}"
+            return Diagnosis(found.status, found.reason, f"{message}: {found.message}", definite=False)
         if found is not None:
             return found
         where = f" ({status.message})" if status else ""
@@ -297,8 +300,10 @@ class RolloutWatcher:
                         continue  # a StatefulSet's pod below its partition: not one of the new pods
                     if owner is not None and kind == "MODIFIED":
                         found = instability(baselines[owner], [pod])
-                        if found is not None:
-                            raise RolloutFailed(owner, found)
+                        if found is not None:  # again, with the events that may name a failing probe
+                            raise RolloutFailed(
+                                owner, instability(baselines[owner], [pod], self.pods.warnings()) or found
+                            )
                     if self.clock() >= end:
                         break
             except KubeError as exc:  # an unreachable API during settlement is not the settings' fault
@@ -319,6 +324,8 @@ class RolloutWatcher:
             raise RolloutFailed(name, status.failure)
         _, pods = self.pods.newest_pods(deployment)
         found = instability(baseline, pods)
+        if found is not None:  # again, with the events that may name a failing probe
+            found = instability(baseline, pods, self.pods.warnings()) or found
         if found is None and not status.done:
             found = Diagnosis("rejected", "unstable", f"during settlement, {status.message}")
         if found is not None:

@@ -28,6 +28,7 @@ from servo_actors.connectors.kubernetes.diagnosis import (
     diagnose_pods,
     newest_replicaset,
     pods_of,
+    probe_failure,
     unready_detail,
 )
 from servo_actors.connectors.kubernetes.rollout_rules import (
@@ -76,25 +77,37 @@ class RolloutPods:
         pods = self.client.get(pods_path(self.namespace), params).get("items") or []
         return replicaset, pods_of(replicaset, pods)
 
-    def diagnose(self, deployment: dict[str, Any], with_events: bool = True) -> Diagnosis | None:
-        """What the newest pods show (with their Warning events when ``with_events``)."""
+    def diagnose(
+        self, deployment: dict[str, Any], with_events: bool = True, probes: bool = False
+    ) -> Diagnosis | None:
+        """What the newest pods show (with their Warning events when ``with_events``); with
+        ``probes``, also a pod kept from Ready by a failing probe (``probe_failure``)."""
         _, pods = self.newest_pods(deployment)
-        events = None
-        if with_events and pods:
-            try:
-                query = {"fieldSelector": "type=Warning", "limit": str(EVENTS_LIMIT)}
-                events = self.client.get(events_path(self.namespace), query).get("items")
-            except KubeError:
-                events = None  # events only add detail; a cluster may forbid or drop them
-        return diagnose_pods(pods, events)
+        events = self.warnings() if with_events and pods else None
+        found = diagnose_pods(pods, events)
+        if found is None and probes:
+            found = probe_failure(pods, events)
+        return found
+
+    def warnings(self) -> list[dict[str, Any]] | None:
+        """The namespace's Warning events (at most EVENTS_LIMIT), None when they cannot be read."""
+        try:
+            query = {"fieldSelector": "type=Warning", "limit": str(EVENTS_LIMIT)}
+            answer = self.client.get(events_path(self.namespace), query)
+        except KubeError:
+            return None  # events only add detail; a cluster may forbid or drop them
+        items: list[dict[str, Any]] | None = answer.get("items")
+        return items
 
     def explained(self, deployment: dict[str, Any], failure: Diagnosis) -> Diagnosis:
-        """``failure`` (a Deployment condition) with why a new pod is not ready, when one is not."""
+        """``failure`` (a Deployment condition) with why a new pod is not ready, when one is not
+        (the failing probe, when the kubelet said which)."""
         try:
             _, pods = self.newest_pods(deployment)
         except KubeError:
             return failure  # the condition is the news; the pods would only have added detail
-        detail = unready_detail(pods)
+        probe = probe_failure(pods, self.warnings()) if pods else None
+        detail = probe.message if probe is not None else unready_detail(pods)
         if not detail:
             return failure
         message = f"{failure.message.rstrip('.')} ({detail})"

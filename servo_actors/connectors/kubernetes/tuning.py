@@ -211,7 +211,7 @@ def adjust_tuning(
                 reason="invalid-setting",
             ) from None
         except TuningFailed as failure:
-            outcome = _recover(pods, config, pod_name)
+            outcome = _recover(pods, config, pod_name, failure)
             diagnosis = failure.diagnosis
             what = diagnosis.message.rstrip(".")
             raise ConnectorFailure(
@@ -223,10 +223,15 @@ def adjust_tuning(
     return made
 
 
-def _recover(pods: TuningPods, config: KubernetesConfig, pod_name: str) -> str:
+def _recover(pods: TuningPods, config: KubernetesConfig, pod_name: str, failure: TuningFailed) -> str:
     policy = config.on_failure
     if policy == "ignore":
         return "The tuning pod was left in place (on_failure: ignore)."
+    if failure.terminating:  # deleted already: waiting for it again would only say the same
+        return (
+            f"The tuning pod is being deleted and goes once its containers stop (on_failure: {policy}); "
+            "the Deployment was never changed."
+        )
     try:
         pods.remove(pod_name, config.timeout, lambda fraction, message: None)
     except (KubeError, TuningFailed) as exc:

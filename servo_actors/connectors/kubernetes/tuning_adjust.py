@@ -23,14 +23,19 @@ from servo_actors.connectors.kubernetes.client import (
     KubeClient,
     KubeError,
     deployment_path,
-    events_path,
     pod_path,
     pods_path,
     replicasets_path,
 )
-from servo_actors.connectors.kubernetes.diagnosis import Diagnosis, diagnose_pods, instability, restart_counts
+from servo_actors.connectors.kubernetes.diagnosis import (
+    Diagnosis,
+    diagnose_pods,
+    instability,
+    probe_failure,
+    restart_counts,
+)
 from servo_actors.connectors.kubernetes.rollout import RETRY_INTERVAL, WATCH_WINDOW
-from servo_actors.connectors.kubernetes.rollout_pods import EVENTS_LIMIT
+from servo_actors.connectors.kubernetes.rollout_pods import RolloutPods
 from servo_actors.connectors.kubernetes.tuning_pod import is_ready, spec_hash, terminating
 from servo_actors.durations import format_duration
 from servo_actors.errors import ConnectorError
@@ -45,12 +50,14 @@ Hook = Callable[[str], None]
 
 
 class TuningFailed(ConnectorError):
-    """The tuning pod did not become (or stay) ready; ``diagnosis`` says why."""
+    """The tuning pod did not become (or stay) ready; ``diagnosis`` says why. ``terminating``: the
+    wait for a deleted pod to go ran out (it is being deleted; nothing more to do for it)."""
 
-    def __init__(self, pod: str, diagnosis: Diagnosis) -> None:
+    def __init__(self, pod: str, diagnosis: Diagnosis, terminating: bool = False) -> None:
         super().__init__(diagnosis.message)
         self.pod = pod
         self.diagnosis = diagnosis
+        self.terminating = terminating
 
 
 def _no_hook(point: str) -> None:
@@ -185,8 +192,13 @@ class TuningPods:
     # -- waiting -------------------------------------------------------------------------------
 
     def wait_gone(self, name: str, deadline: float, timeout: float, report: Report) -> None:
+        """Until pod ``name`` is gone; TuningFailed (``timeout``) at ``deadline``, saying what holds
+        it: its finalizers, or its grace period (its containers get that long after SIGTERM)."""
+        latest: dict[str, Any] = {}
+
         def gone(pod: dict[str, Any] | None) -> bool:
             if pod is not None:
+                latest["pod"] = pod
                 report(0.2, f"waiting for tuning pod {name} to be deleted")
             return pod is None
 
@@ -195,9 +207,10 @@ class TuningPods:
                 name,
                 Diagnosis(
                     "failed", "timeout",
-                    f"the old tuning pod {name} was not deleted within {format_duration(timeout)} "
-                    "(a finalizer may hold it)",
+                    f"the old tuning pod {name} was not deleted within {format_duration(timeout)}: "
+                    + _held_by(latest.get("pod") or {}),
                 ),
+                terminating=True,
             )  # fmt: skip
 
     def wait_ready(self, name: str, deadline: float, timeout: float, report: Report) -> dict[str, Any]:
@@ -219,7 +232,13 @@ class TuningPods:
 
         if not self._wait(name, deadline, ready):
             last = latest.get("pod")
-            found = self._diagnose(last) if last is not None else None
+            found = self._diagnose(last, probes=True) if last is not None else None
+            if found is not None and not found.definite:  # it might have cleared: say how long it had
+                found = Diagnosis(
+                    found.status, found.reason,
+                    f"tuning pod {name} did not become ready within {format_duration(timeout)}: {found.message}",
+                    definite=False,
+                )  # fmt: skip
             raise TuningFailed(
                 name,
                 found
@@ -249,8 +268,8 @@ class TuningPods:
                     Diagnosis("rejected", "unstable", f"tuning pod {name} was deleted during settlement"),
                 )
             found = instability(baseline, [now])
-            if found is not None:
-                raise TuningFailed(name, found)
+            if found is not None:  # again, with the events that may name a failing probe
+                raise TuningFailed(name, instability(baseline, [now], self._warnings()) or found)
             report(
                 (self.clock() - began) / seconds,
                 f"settling: {format_duration(round(end - self.clock()))} left",
@@ -292,14 +311,34 @@ class TuningPods:
     def _seconds(self, deadline: float) -> int:
         return max(1, math.ceil(min(self.window, deadline - self.clock())))
 
-    def _diagnose(self, pod: dict[str, Any]) -> Diagnosis | None:
-        events = None
-        try:
-            query = {"fieldSelector": "type=Warning", "limit": str(EVENTS_LIMIT)}
-            events = self.client.get(events_path(self.namespace), query).get("items")
-        except KubeError:
-            events = None  # events only add detail
-        return diagnose_pods([pod], events)
+    def _diagnose(self, pod: dict[str, Any], probes: bool = False) -> Diagnosis | None:
+        """What ``pod`` shows, with the namespace's Warning events; with ``probes``, also a
+        failing probe that keeps it from Ready (``probe_failure``)."""
+        events = self._warnings()
+        found = diagnose_pods([pod], events)
+        if found is None and probes:
+            found = probe_failure([pod], events)
+        return found
+
+    def _warnings(self) -> list[dict[str, Any]] | None:
+        """The namespace's Warning events (``RolloutPods.warnings``: None when they cannot be read)."""
+        return RolloutPods(self.client, self.namespace).warnings()
+
+
+def _held_by(pod: dict[str, Any]) -> str:
+    """What keeps a deleted pod from going: its finalizers, else its grace period."""
+    meta = pod.get("metadata") or {}
+    finalizers = meta.get("finalizers") or []
+    if finalizers:
+        return f"finalizer(s) {', '.join(map(str, finalizers))} hold it"
+    grace = meta.get("deletionGracePeriodSeconds")
+    if grace is not None:
+        return (
+            f"it is terminating with a grace period of {format_duration(int(grace))} (its containers get "
+            "that long to stop after SIGTERM; give the connector a timeout longer than its "
+            "terminationGracePeriodSeconds)"
+        )
+    return "it was not deleted yet"
 
 
 def _phase(pod: dict[str, Any]) -> str:
