@@ -105,18 +105,15 @@ def _distinct(value: list[Target] | None) -> list[Target] | None:
 class _Resource(_Bounds):
     """A container resource: ``set`` says whether the request, the limit or both are written;
     ``get`` which one ``describe`` reports: the first of ``get`` the container has (none of them:
-    no value). Without ``get``: the first of ``set``, else the other."""
-
-    set: list[Target] = Field(default_factory=_both_targets, min_length=1)
-    get: list[Target] | None = Field(default=None, min_length=1)
-
-    _distinct_targets = field_validator("set", "get")(_distinct)
+    no value). Without ``get``: the first of ``set``, else the other. Each subclass declares
+    ``set`` and ``get`` after its bounds, so a config is shown in the order it is written."""
 
     def reported(self) -> list[Target]:
         """Requests/limits in the order ``describe`` looks for the current value."""
-        if self.get is not None:
-            return list(self.get)
-        first = self.set[0]
+        got: list[Target] | None = self.get  # type: ignore[attr-defined]  # every subclass declares it
+        if got is not None:
+            return list(got)
+        first: Target = self.set[0]  # type: ignore[attr-defined]  # every subclass declares it
         return [first, "limit" if first == "request" else "request"]
 
 
@@ -126,6 +123,10 @@ class CpuRange(_Resource):
     min: Cores = Field(gt=0)
     max: Cores
     step: Cores = "125m"  # type: ignore[assignment]  # validated into cores
+    set: list[Target] = Field(default_factory=_both_targets, min_length=1)
+    get: list[Target] | None = Field(default=None, min_length=1)
+
+    _distinct_targets = field_validator("set", "get")(_distinct)
 
 
 class MemoryRange(_Resource):
@@ -134,6 +135,10 @@ class MemoryRange(_Resource):
     min: GiB = Field(gt=0)
     max: GiB
     step: GiB = "128Mi"  # type: ignore[assignment]  # validated into GiB
+    set: list[Target] = Field(default_factory=_both_targets, min_length=1)
+    get: list[Target] | None = Field(default=None, min_length=1)
+
+    _distinct_targets = field_validator("set", "get")(_distinct)
 
 
 class CountRange(_Bounds):
