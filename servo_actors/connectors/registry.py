@@ -52,6 +52,7 @@ BUILTIN_CONNECTORS: dict[str, str] = {
     "synthetic": "servo_actors.connectors.synthetic:SyntheticConnector",
     "chaos": "servo_actors.connectors.chaos:ChaosConnector",
     "kubernetes": "servo_actors.connectors.kubernetes:KubernetesConnector",
+    "kube_metrics": "servo_actors.connectors.kubernetes.kube_metrics:KubeMetricsConnector",
 }
 ENTRY_POINT_GROUP = "servo_actors.connectors"
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")

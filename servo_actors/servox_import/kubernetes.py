@@ -2,10 +2,17 @@
 
 What servox does that is kept, and how:
 
-- A workload's own ``namespace``, ``timeout``, ``settlement``, ``on_failure``, ``kubeconfig`` and
-  ``context`` override the connector's (servox "cascades" the connector's onto workloads that do
-  not set them). Here these are the connector's: workloads that differ in any of them go to
-  connectors of their own (``kubernetes``, ``kubernetes-2``...), each commented.
+- A workload's own ``namespace``, ``timeout``, ``settlement`` and ``on_failure`` override the
+  connector's here as in servox (which "cascades" the connector's onto workloads that do not set
+  them): written on the workload where its value differs from the connector's. ``kubeconfig`` and
+  ``context`` are the connector's here: workloads that differ in them go to connectors of their
+  own (``kubernetes``, ``kubernetes-2``...), each commented.
+- ``static_environment_variables`` are carried over. servox set them on the tuning pod only and
+  refused them under the default strategy; here they are also set on the Deployment's container.
+- ``get`` (which of request and limit the current value is read from) is carried over; servox's
+  default ``[request, limit]`` is written where this project's default (the first of ``set``)
+  would read another.
+- ``permissions`` is carried over: ``check`` verifies it beside the verbs the connector uses.
 - ``on_failure``: servox's default ``exception`` leaves the failed settings in place and reports
   the failure: ``ignore`` here. servox's ``ignore`` reported a failed adjustment as a success (a
   defect: the optimizer learns from settings that never ran); here it is ``ignore``, reported as
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from servo_actors.connectors.kubernetes.config import VERBS
 from servo_actors.servox_import.conversion import (
     Conversion,
     Entry,
@@ -64,6 +72,9 @@ _SERVOX_DEFAULTS: dict[str, Any] = {
     "context": None,
 }
 _CASCADED = tuple(_SERVOX_DEFAULTS)
+_CONNECTOR_ONLY = ("kubeconfig", "context")
+"""Cascaded settings that are the connector's alone here (the others a workload may override)."""
+_WORKLOAD_OVERRIDES = ("namespace", "timeout", "settlement", "on_failure")
 _ON_FAILURE = {
     "exception": (
         "ignore",
@@ -88,11 +99,7 @@ def convert_kubernetes(conversion: Conversion, key: str, settings: Any) -> list[
     statefulsets = _workload_list(source, f"{key}.stateful_sets", top.get("stateful_sets"))
     if not deployments and not statefulsets:
         raise cannot_convert(source, key, "no deployments or stateful_sets to optimize")
-    if top.get("permissions") is not None:
-        conversion.drop(
-            f"{key}.permissions",
-            "the connector's check verifies the permissions it needs itself; an extra list is not checked",
-        )
+    permissions = _permissions(source, f"{key}.permissions", top.get("permissions"))
     for flag, why in (
         (
             "container_logs_in_error_status",
@@ -110,8 +117,8 @@ def convert_kubernetes(conversion: Conversion, key: str, settings: Any) -> list[
         for index, workload in enumerate(workloads):
             where = f"{key}.{servox_list}[{index}]"
             check_keys(source, where, workload, _WORKLOAD)
-            effective = tuple(_cascaded(top, workload, name) for name in _CASCADED)
-            groups.setdefault(effective, []).append((kind, index, workload))
+            access = tuple(_cascaded(top, workload, name) for name in _CONNECTOR_ONLY)
+            groups.setdefault(access, []).append((kind, index, workload))
             for flag in ("container_logs_in_error_status",):
                 if workload.get(flag):
                     conversion.drop(
@@ -119,20 +126,25 @@ def convert_kubernetes(conversion: Conversion, key: str, settings: Any) -> list[
                     )
 
     entries = []
-    for number, (effective, members) in enumerate(groups.items(), start=1):
+    connector_values = {name: _cascaded(top, {}, name) for name in _CASCADED}
+    for number, (access, members) in enumerate(groups.items(), start=1):
         name = key if number == 1 else f"{key}-{number}"
         entry = Entry(name=name, type="kubernetes")
         if len(groups) > 1:
             entry.comment(
                 ("name",),
-                f"servox's {key} held workloads with different namespace, timeout, settlement, on_failure, "
-                "kubeconfig or context; each set is a connector here",
+                f"servox's {key} held workloads with different kubeconfig or context; each set is a connector here",
             )
-        _connector_settings(conversion, entry, key, dict(zip(_CASCADED, effective, strict=True)))
+        values = {**connector_values, **dict(zip(_CONNECTOR_ONLY, access, strict=True))}
+        _connector_settings(conversion, entry, key, values)
+        if permissions:
+            entry.config["permissions"] = permissions
+            entry.comment(("config", "permissions"), "checked beside the verbs the connector itself uses")
         for kind, index, workload in members:
             servox_list = "deployments" if kind == "deployments" else "stateful_sets"
             where = f"{key}.{servox_list}[{index}]"
             converted, notes = _workload(conversion, where, workload, top, kind)
+            notes.update(_workload_overrides(conversion, where, workload, top, converted))
             target = entry.config.setdefault(kind, [])
             for path, text in notes.items():
                 entry.comment(("config", kind, len(target), *path), text)
@@ -224,13 +236,72 @@ def _workload(
     converted_containers = []
     for index, container in enumerate(containers):
         converted, notes = _container(
-            conversion, f"{where}.containers[{index}]", container, name, len(containers)
+            conversion, f"{where}.containers[{index}]", container, name, len(containers), strategy is not None
         )
         converted_containers.append(converted)
         for path, text in notes.items():
             pending[("containers", index, *path)] = text
     result["containers"] = converted_containers
     return result, pending
+
+
+def _workload_overrides(
+    conversion: Conversion, where: str, workload: dict[str, Any], top: dict[str, Any], result: dict[str, Any]
+) -> dict[tuple[str | int, ...], str]:
+    """The workload's own namespace, timeout, settlement and on_failure where they differ from the
+    connector's (set in ``result``, after ``name``); the comments for them."""
+    source = conversion.source
+    notes: dict[tuple[str | int, ...], str] = {}
+    own: dict[str, Any] = {}
+    for field in _WORKLOAD_OVERRIDES:
+        mine, connector = _cascaded(top, workload, field), _cascaded(top, {}, field)
+        if mine == connector:
+            continue
+        if field == "namespace":
+            own[field] = str(mine)
+        elif field == "on_failure":
+            if mine not in _ON_FAILURE:
+                raise cannot_convert(
+                    source, f"{where}.on_failure", f"{mine!r} is not one of {', '.join(_ON_FAILURE)}"
+                )
+            converted, why = _ON_FAILURE[mine]
+            if converted == _ON_FAILURE.get(connector, (None, ""))[0]:
+                continue
+            own[field] = converted
+            if why:
+                notes[(field,)] = why
+        elif mine is not None:
+            own[field] = converted_duration(source, f"{where}.{field}", mine)
+    if not own:
+        return notes
+    ordered = {"name": result.pop("name"), **own}
+    rest = dict(result)
+    result.clear()
+    result.update({**ordered, **rest})
+    return notes
+
+
+def _permissions(source: str, where: str, value: Any) -> list[dict[str, Any]]:
+    """servox's ``permissions`` (``group``, ``resources``, ``verbs``), checked."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise cannot_convert(source, where, "must be a list")
+    rules = []
+    for index, item in enumerate(value):
+        rule = check_keys(source, f"{where}[{index}]", item, {"group", "resources", "verbs"})
+        for field in ("resources", "verbs"):
+            listed = rule.get(field)
+            if not isinstance(listed, list) or not listed or not all(isinstance(x, str) for x in listed):
+                raise cannot_convert(source, f"{where}[{index}].{field}", "must be a list of names")
+        for verb in rule["verbs"]:
+            if verb not in VERBS:
+                raise cannot_convert(
+                    source, f"{where}[{index}].verbs", f"{verb!r} is not one of {', '.join(VERBS)}"
+                )
+        rules.append({"group": str(rule.get("group") or ""), "resources": list(rule["resources"]),
+                      "verbs": list(rule["verbs"])})  # fmt: skip
+    return rules
 
 
 def _cascaded_flag(top: dict[str, Any], workload: dict[str, Any], name: str) -> bool:
@@ -274,7 +345,7 @@ def _replicas(conversion: Conversion, where: str, value: Any) -> dict[str, Any]:
 
 
 def _container(
-    conversion: Conversion, where: str, value: Any, workload: str, count: int
+    conversion: Conversion, where: str, value: Any, workload: str, count: int, tuning: bool
 ) -> tuple[dict[str, Any], dict[tuple[str | int, ...], str]]:
     source = conversion.source
     container = check_keys(source, where, value, _CONTAINER)
@@ -294,11 +365,16 @@ def _container(
         )
     if container.get("command") is not None:
         conversion.drop(f"{where}.command", "servox did not use it either")
-    if container.get("static_environment_variables"):
-        conversion.drop(
-            f"{where}.static_environment_variables",
-            "not set on the containers here: put them in the workload's manifest",
-        )
+    static = container.get("static_environment_variables")
+    if static:
+        if not isinstance(static, dict):
+            raise cannot_convert(source, f"{where}.static_environment_variables", "must be a mapping")
+        result["static_environment_variables"] = {str(k): str(v) for k, v in static.items()}
+        if not tuning:
+            notes[("static_environment_variables",)] = (
+                "servox set these on the tuning pod only and refused them here (default strategy); "
+                "here they are set on the Deployment's container at each adjustment"
+            )
     for resource, parse in (("cpu", cpu_quantity), ("memory", memory_quantity)):
         if container.get(resource) is None:
             raise cannot_convert(source, f"{where}.{resource}", "servox requires it")
@@ -338,11 +414,11 @@ def _resource(
     targets = _targets(source, f"{where}.set", resource.get("set", ["request", "limit"]))
     result["set"] = targets
     got = _targets(source, f"{where}.get", resource.get("get", ["request", "limit"]))
-    if got[0] != targets[0]:
-        conversion.drop(
-            f"{where}.get",
-            f"the current value is read from the first of set ({targets[0]}) here, not from {got[0]}",
-        )
+    ours = [targets[0], "limit" if targets[0] == "request" else "request"]
+    if got != ours:  # else this project's default reads the same
+        result["get"] = got
+        if "get" not in resource:
+            notes[("get",)] = "servox's default; without get the current value is read from the first of set"
     for field in ("request", "limit", "value"):
         if resource.get(field) is not None:
             conversion.drop(f"{where}.{field}", "a fixed value here comes from the workload's manifest")
@@ -357,8 +433,8 @@ def _bare_decimal(value: Any) -> bool:
 
 def _targets(source: str, where: str, value: Any) -> list[str]:
     items = value if isinstance(value, list) else [value]
-    if not items or any(item not in ("request", "limit") for item in items):
-        raise cannot_convert(source, where, f"must be a list of request and limit, not {value!r}")
+    if not items or any(item not in ("request", "limit") for item in items) or len(set(items)) != len(items):
+        raise cannot_convert(source, where, f"must be a list of request and limit, each once, not {value!r}")
     return [str(item) for item in items]
 
 

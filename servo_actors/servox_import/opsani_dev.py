@@ -4,9 +4,9 @@ servox's ``opsani_dev`` built, from a few keys, a kubernetes connector (the Depl
 canary strategy, its one container aliased ``main``, replicas pinned), a prometheus connector
 with Envoy's request metrics split by ``opsani_role`` (main vs tuning), and a kube_metrics
 connector; its checks injected an Envoy sidecar into the Deployment and annotated the Service.
-The converter writes the same kubernetes and prometheus configuration (through the converters of
-those connectors), named ``KEY`` and ``KEY-prometheus``. Not carried over, and listed: the
-sidecar injection and the Service (do it in the manifests), and kube_metrics.
+The converter writes the same kubernetes, prometheus and kube_metrics configuration (through the
+converters of those connectors), named ``KEY``, ``KEY-prometheus`` and ``KEY-kube_metrics``. Not
+carried over, and listed: the sidecar injection and the Service (do it in the manifests).
 
 servox measured with Prometheus at ``http://localhost:9090`` whatever ``prometheus_base_url`` said
 (its checks used the setting, its measurements did not: a defect); the converter uses
@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from servo_actors.connectors.kubernetes.kube_metrics import KUBE_METRICS
 from servo_actors.servox_import.conversion import Conversion, Entry, cannot_convert, check_keys
 from servo_actors.servox_import.kubernetes import convert_kubernetes
 from servo_actors.servox_import.prometheus import convert_prometheus
+from servo_actors.servox_import.simple import kube_metrics_entry
 
 __all__ = ["ENVOY_METRICS", "convert_opsani_dev"]
 
@@ -117,11 +119,14 @@ def convert_opsani_dev(conversion: Conversion, key: str, settings: Any) -> list[
         f"the Service {dev.get('service')!r}{' port ' + str(dev['port']) if dev.get('port') else ''} at it; "
         "do that in the manifests: the metrics above need Envoy's",
     )
-    conversion.drop(
-        f"{key} (kube_metrics)",
-        "opsani_dev also measured main and tuning pod cpu/memory from metrics-server: not offered yet (issue 37, item 3)",
-    )
-    return [*entries, *prometheus]
+    wanted = [m for m in KUBE_METRICS if tuning or not m.startswith("tuning_")]
+    usage = kube_metrics_entry(
+        conversion, key, f"{key}-kube_metrics",
+        {"namespace": dev["namespace"], "name": workload, "kind": "Deployment", "container": dev["container"],
+         **({} if tuning else {"metrics_to_collect": wanted})},
+    )  # fmt: skip
+    usage.comment(("name",), f"from servox's opsani_dev connector {key}: main vs tuning pod cpu and memory")
+    return [*entries, *prometheus, usage]
 
 
 def _mapping(source: str, where: str, value: Any) -> dict[str, Any]:

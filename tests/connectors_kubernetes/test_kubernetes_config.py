@@ -170,7 +170,95 @@ def test_check_asks_for_statefulset_verbs_only_when_statefulsets_are_configured(
     assert required_access(config()) == REQUIRED_ACCESS
     asked = required_access(config(statefulsets=[sts]))
     assert ("apps", "statefulsets", ("get", "list", "watch", "patch")) in asked
-    assert ("", "pods", ("delete",)) in asked  # the rollback deletes the failed revision's stuck pods
+    pod_verbs = {(group, resource): verbs for group, resource, verbs in asked}[("", "pods")]
+    assert "delete" in pod_verbs  # the rollback deletes the failed revision's stuck pods
     ignoring = required_access(config(statefulsets=[sts], on_failure="ignore"))
     assert ("apps", "statefulsets", ("get", "list", "watch", "patch")) in ignoring
-    assert ("", "pods", ("delete",)) not in ignoring
+    assert ("", "pods", ("get", "list", "watch")) in ignoring
+    # A StatefulSet's own on_failure counts, not only the connector's.
+    own = required_access(config(statefulsets=[{**sts, "on_failure": "rollback"}], on_failure="ignore"))
+    assert ("", "pods", ("get", "list", "watch", "delete")) in own
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"cpu": {"min": 1, "max": 2, "get": ["requests"]}}, "'request' or 'limit'"),
+        ({"cpu": {"min": 1, "max": 2, "get": []}}, "at least 1 item"),
+        ({"memory": {"min": "1Gi", "max": "2Gi", "get": ["limit", "limit"]}}, "lists a value twice"),
+        ({"static_environment_variables": {"A B": "x"}}, "'A B' is not a valid environment variable name"),
+        ({"static_environment_variables": {"GOGC": "100"}}, "'GOGC' is also a tuned env setting"),
+        ({"static_environment_variables": {"A": [1]}}, "A: a value must be a string or a number"),
+        ({"static_environment_variables": ["A=1"]}, "valid dictionary"),
+    ],
+)
+def test_bad_get_and_static_environment_variables_are_named(change, problem) -> None:
+    container = {"name": "main", "env": [{"name": "GOGC", "type": "range", "min": 1, "max": 2}], **change}
+    with pytest.raises(ValidationError, match=problem):
+        _with_containers(container)
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"namespace": "Shop_1"}, "'Shop_1' is not a valid namespace name"),
+        ({"timeout": 0}, "must be more than 0"),
+        ({"timeout": "soon"}, "timeout"),
+        ({"settlement": "-5s"}, "settlement"),
+        ({"on_failure": "explode"}, "'rollback', 'shutdown' or 'ignore'"),
+    ],
+)
+def test_bad_workload_overrides_are_named(change, problem) -> None:
+    data = copy.deepcopy(BASE_CONFIG)
+    data["deployments"][0].update(change)
+    with pytest.raises(ValidationError, match=problem):
+        KubernetesConfig.model_validate(data)
+
+
+@pytest.mark.parametrize(
+    ("rule", "problem"),
+    [
+        ({"group": "", "resources": ["pods"], "verbs": ["fly"]}, "'fly' is not a verb"),
+        ({"group": "", "resources": ["Pods"], "verbs": ["get"]}, "'Pods' is not a resource"),
+        ({"group": "", "resources": [], "verbs": ["get"]}, "at least 1 item"),
+        ({"group": "", "verbs": ["get"]}, "resources"),
+        ({"resources": ["pods"], "verbs": ["get"], "verb": "list"}, "verb"),
+    ],
+)
+def test_bad_permissions_are_named(rule, problem) -> None:
+    with pytest.raises(ValidationError, match=problem):
+        config(permissions=[rule])
+
+
+def test_workload_overrides_split_the_connector_into_parts() -> None:
+    data = copy.deepcopy(BASE_CONFIG)
+    data.update(timeout="2m", settlement="10s", on_failure="shutdown")
+    api = {"name": "api", "containers": [{"name": "app", "cpu": {"min": "100m", "max": 1}}]}
+    data["deployments"] += [
+        {**api, "namespace": "shop", "timeout": "5m", "on_failure": "ignore"},
+        {**api, "name": "worker", "namespace": "default", "settlement": "10s"},  # the connector's values
+    ]
+    data["statefulsets"] = [
+        {**api, "name": "db", "namespace": "shop", "timeout": "5m", "on_failure": "ignore"}
+    ]
+    cfg = KubernetesConfig.model_validate(data)
+    parts = cfg.groups()
+    assert [(p.namespace, p.timeout, p.settlement, p.on_failure) for p in parts] == [
+        ("default", 120.0, 10.0, "shutdown"),
+        ("shop", 300.0, 10.0, "ignore"),
+    ]
+    assert [[w.name for w in p.workloads] for p in parts] == [["web", "worker"], ["api", "db"]]
+    assert [s.name for s in parts[1].statefulsets] == ["db"]
+    assert all(w.namespace is None for p in parts for w in p.workloads)
+    assert cfg.namespace_of(cfg.deployments[1]) == "shop"
+    # The ADJUST's allowance adds up the parts (none rolls back here).
+    assert KubernetesConnector.operation_seconds(cfg, "adjust", Control()) == 130.0 + 310.0
+    # The output of `config` loads again unchanged.
+    assert KubernetesConfig.model_validate(cfg.model_dump(mode="json")) == cfg
+
+
+def test_workload_names_stay_unique_across_namespaces() -> None:
+    data = copy.deepcopy(BASE_CONFIG)
+    data["deployments"].append({**copy.deepcopy(data["deployments"][0]), "namespace": "shop"})
+    with pytest.raises(ValidationError, match="deployment\\(s\\) listed twice: web"):
+        KubernetesConfig.model_validate(data)

@@ -145,3 +145,40 @@ def test_requested_targets() -> None:
 def test_bad_requests_name_component_and_setting(asked, problem) -> None:
     with pytest.raises(SettingError, match=problem):
         requested_targets(config(), asked)
+
+
+def _with_cpu(**cpu: object) -> KubernetesConfig:
+    data = copy.deepcopy(BASE_CONFIG)
+    data["deployments"][0]["containers"][0]["cpu"].update(cpu)
+    return KubernetesConfig.model_validate(data)
+
+
+@pytest.mark.parametrize(
+    ("cpu", "requests", "limits", "value"),
+    [
+        ({"get": ["limit"]}, {"cpu": "500m"}, {"cpu": "1"}, 1.0),  # the limit, though set writes both
+        ({"get": ["request", "limit"]}, None, {"cpu": "2"}, 2.0),  # no request: the limit next
+        ({"get": ["limit"]}, {"cpu": "500m"}, None, None),  # get names only the limit: no value
+        ({"set": ["limit"], "get": ["request"]}, {"cpu": "500m"}, {"cpu": "1"}, 0.5),
+    ],
+)
+def test_get_decides_which_value_describe_reports(cpu, requests, limits, value) -> None:
+    cfg = _with_cpu(**cpu)
+    obj = deployment(containers=[container(requests=requests, limits=limits)])
+    settings = describe_components(cfg, [DeploymentState(cfg.deployments[0], obj)])["web"]["settings"]
+    assert settings["cpu"]["value"] == value
+
+
+def test_static_environment_variables_join_every_adjustment_of_their_container() -> None:
+    data = copy.deepcopy(BASE_CONFIG)
+    data["deployments"][0]["containers"][0]["static_environment_variables"] = {"TZ": "UTC", "GOMAXPROCS": 2}
+    cfg = KubernetesConfig.model_validate(data)
+    targets = requested_targets(cfg, {"web": {"settings": {"GOGC": {"value": 120}}}})
+    assert targets["web"].containers["main"].env == {"TZ": "UTC", "GOMAXPROCS": "2", "GOGC": "120"}
+    # Named with no settings, the container still gets them; never offered as settings.
+    assert requested_targets(cfg, {"web": {}})["web"].containers["main"].env == {
+        "TZ": "UTC",
+        "GOMAXPROCS": "2",
+    }
+    described = describe_components(cfg, [DeploymentState(cfg.deployments[0], deployment())])
+    assert "TZ" not in described["web"]["settings"]

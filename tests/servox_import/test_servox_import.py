@@ -92,25 +92,33 @@ def test_helm_configmap_canary_and_servox_defaults(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(120)
-def test_per_workload_settings_split_the_connector_and_names_are_kept(tmp_path: Path) -> None:
+def test_per_workload_settings_stay_on_the_workloads_and_names_are_kept(tmp_path: Path) -> None:
     text, stderr = convert(DATA / "schema" / "kubernetes-workloads.yaml", tmp_path)
-    connectors = yaml.safe_load(text)["connectors"]
-    assert [(c["name"], c["config"]["namespace"], c["config"]["on_failure"]) for c in connectors] == [
-        ("kubernetes", "shop-canary", "shutdown"),
-        ("kubernetes-2", "shop", "shutdown"),
-        ("kubernetes-3", "shop", "ignore"),
-    ]
-    assert connectors[0]["config"]["timeout"] == "10m" and connectors[1]["config"]["timeout"] == "5m"
-    assert all(c["config"]["settlement"] == "30s" for c in connectors)
-    assert "each set is a connector here" in line_of(text, "name: kubernetes-2")
+    [kube] = yaml.safe_load(text)["connectors"]
+    config = kube["config"]
+    assert (config["namespace"], config["timeout"], config["settlement"], config["on_failure"]) == (
+        "shop", "5m", "30s", "shutdown",
+    )  # fmt: skip
+    web, api = config["deployments"]
+    [db] = config["statefulsets"]
+    # A workload's own value where it differs from the connector's, nothing where it is the same.
+    assert (web["namespace"], web["timeout"]) == ("shop-canary", "10m")
+    assert not {"namespace", "timeout", "settlement", "on_failure"} & set(api)
+    assert db["on_failure"] == "ignore" and "namespace" not in db
+    assert "servox's ignore reported a failed adjustment as a success" in line_of(text, "on_failure: ignore")
+    # static_environment_variables, get and permissions are carried over, not dropped.
+    assert web["containers"][0]["static_environment_variables"] == {"TZ": "UTC"}
+    assert web["containers"][0]["cpu"]["get"] == ["limit"]
+    assert "get" not in api["containers"][0]["cpu"]
+    assert config["permissions"][1] == {"group": "", "resources": ["configmaps"], "verbs": ["get"]}
+    assert "beside the verbs the connector itself uses" in line_of(text, "permissions:")
+    assert not any(word in line for line in stderr for word in ("static_environment", ".get", "permissions"))
     # servox's component names: a lone container keeps WORKLOAD/CONTAINER, two keep theirs.
-    assert connectors[2]["config"]["statefulsets"][0]["containers"][0]["alias"] == "db/postgres"
-    assert "alias" not in connectors[1]["config"]["deployments"][0]["containers"][0]
-    env = connectors[0]["config"]["deployments"][0]["containers"][0]["env"]
+    assert db["containers"][0]["alias"] == "db/postgres"
+    assert "alias" not in api["containers"][0]
+    env = web["containers"][0]["env"]
     assert env[0] == {"name": "GOGC", "type": "range", "min": 50, "max": 200, "step": 25, "default": 100}
     assert "GiB" in line_of(text, "min: 512Mi")
-    assert any("static_environment_variables" in line for line in stderr)
-    assert "servox's ignore reported a failed adjustment as a success" in line_of(text, "on_failure: ignore")
 
 
 @pytest.mark.timeout(120)
@@ -123,7 +131,7 @@ def test_settings_prometheus_vegeta_wait_and_kube_metrics(tmp_path: Path) -> Non
         "ssl_verify": False,
     }
     assert data["optimizer"]["url"] == "https://optimizer.example.com/custom/shop"
-    prometheus, load, hold = data["connectors"]
+    prometheus, load, hold, usage = data["connectors"]
     fast_fail = {k: v for k, v in prometheus["config"].items() if k.startswith("fast_fail")}
     assert fast_fail == {
         "fast_fail_period": "30s",
@@ -152,17 +160,22 @@ def test_settings_prometheus_vegeta_wait_and_kube_metrics(tmp_path: Path) -> Non
     assert "latency_p50" in line_of(text, "type: loadgen")
     assert "vegeta's 300: loadgen runs at most 256" in line_of(text, "max_concurrency: 256")
     assert hold == {"name": "hold", "type": "wait", "config": {}}
-    for key in (
-        "settings.proxies", "settings.backoff.__default__.max_tries", "metrics.streaming_interval",
-        "usage",
-    ):  # fmt: skip
+    assert usage == {
+        "name": "usage",
+        "type": "kube_metrics",
+        "config": {"namespace": "shop", "name": "web", "kind": "Deployment", "container": "web"},
+    }
+    assert not any(line.startswith("not converted: usage") for line in stderr)
+    for key in ("settings.proxies", "settings.backoff.__default__.max_tries", "metrics.streaming_interval"):
         assert any(line.startswith(f"not converted: {key}: ") for line in stderr), key
 
 
 @pytest.mark.timeout(120)
 def test_opsani_dev_becomes_kubernetes_and_prometheus(tmp_path: Path) -> None:
     text, stderr = convert(DATA / "schema" / "opsani-dev.yaml", tmp_path)
-    kube, prometheus = yaml.safe_load(text)["connectors"]
+    kube, prometheus, usage = yaml.safe_load(text)["connectors"]
+    assert (usage["name"], usage["type"]) == ("opsani_dev-kube_metrics", "kube_metrics")
+    assert usage["config"] == {"namespace": "shop", "name": "web", "kind": "Deployment", "container": "main"}
     assert (kube["name"], prometheus["name"]) == ("opsani_dev", "opsani_dev-prometheus")
     deployment = kube["config"]["deployments"][0]
     assert (deployment["name"], deployment["strategy"], deployment["containers"][0]["alias"]) == (

@@ -26,19 +26,24 @@ from servo_actors.connectors.kubernetes.config import DeploymentConfig, Kubernet
 from servo_actors.connectors.kubernetes.settings import ClusterStateError, find_container, resource_value
 
 __all__ = [
+    "Access",
     "OPTIONAL_ACCESS",
     "REQUIRED_ACCESS",
     "ROLLBACK_ACCESS",
     "STATEFULSET_ACCESS",
+    "access_remedy",
     "allowed",
     "check_access",
     "check_deployment",
     "check_namespace",
     "check_reachable",
+    "denied",
     "kubectl_command",
+    "qualified",
     "required_access",
     "role_rules",
     "run_checks",
+    "shown",
 ]
 
 REQUIRED_ACCESS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -68,14 +73,15 @@ def _result(name: str, success: bool, message: str, remedy: str | None = None) -
     return result
 
 
-def kubectl_command(config: KubernetesConfig) -> str:
-    """``kubectl`` with the config's kubeconfig, context and namespace, for a remedy to start with."""
+def kubectl_command(config: KubernetesConfig, namespace: str | None = None) -> str:
+    """``kubectl`` with the config's kubeconfig, context and namespace (or ``namespace``), for a
+    remedy to start with."""
     words = ["kubectl"]
     if config.kubeconfig:
         words += ["--kubeconfig", config.kubeconfig]
     if config.context:
         words += ["--context", config.context]
-    return shlex.join([*words, "-n", config.namespace])
+    return shlex.join([*words, "-n", namespace or config.namespace])
 
 
 def role_rules(denied: list[tuple[str, str, str]]) -> str:
@@ -89,31 +95,75 @@ def role_rules(denied: list[tuple[str, str, str]]) -> str:
     )
 
 
+Access = tuple[tuple[str, str, tuple[str, ...]], ...]
+"""(API group, resource, verbs) rows, as REQUIRED_ACCESS."""
+
+
 def run_checks(client: KubeClient, config: KubernetesConfig) -> list[dict[str, Any]]:
-    kubectl = kubectl_command(config)
+    """Reachable; then, per namespace the workloads are in, the permissions and the namespace;
+    then each workload."""
     reachable = check_reachable(client)
     reachable["severity"] = "critical"
     if not reachable["success"]:
+        kubectl = kubectl_command(config)
         reachable["remedy"] = f"{kubectl} version  # the same kubeconfig and context: fix what it says"
         return [reachable]
-    results = [
-        reachable,
-        check_access(client, config.namespace, required_access(config)),
-        check_namespace(client, config.namespace, with_statefulsets=bool(config.statefulsets)),
-    ]
-    for deployment in config.workloads:
-        results.extend(check_deployment(client, config.namespace, deployment, kubectl))
+    results = [reachable]
+    namespaces: dict[str, Access] = {}
+    with_statefulsets: dict[str, bool] = {}
+    for part in config.groups():
+        wanted = namespaces.get(part.namespace, ())
+        namespaces[part.namespace] = _union(wanted, required_access(part))
+        with_statefulsets[part.namespace] = with_statefulsets.get(part.namespace, False) or bool(
+            part.statefulsets
+        )
+    single = len(namespaces) == 1
+    for namespace, wanted in namespaces.items():
+        name = "permissions" if single else f"permissions ({namespace})"
+        results.append(check_access(client, namespace, wanted, name=name))
+        results.append(check_namespace(client, namespace, with_statefulsets=with_statefulsets[namespace]))
+    for workload in config.workloads:
+        namespace = config.namespace_of(workload)
+        results.extend(check_deployment(client, namespace, workload, kubectl_command(config, namespace)))
     return results
 
 
-def required_access(config: KubernetesConfig) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
-    """REQUIRED_ACCESS, and what the configured StatefulSets (and their rollback) need besides."""
+def required_access(config: KubernetesConfig) -> Access:
+    """REQUIRED_ACCESS, what the configured StatefulSets (and their rollback) need besides, and
+    the config's own ``permissions``."""
     wanted = REQUIRED_ACCESS
     if config.statefulsets:
         wanted += STATEFULSET_ACCESS
-        if config.on_failure == "rollback":
+        if any((s.on_failure or config.on_failure) == "rollback" for s in config.statefulsets):
             wanted += ROLLBACK_ACCESS
-    return wanted
+    extra = tuple(
+        (rule.group, resource, tuple(rule.verbs))
+        for rule in config.permissions
+        for resource in rule.resources
+    )
+    return _union(wanted, extra)
+
+
+def _union(first: Access, second: Access) -> Access:
+    """``first`` then the verbs of ``second`` it lacks, one row per (group, resource), in order."""
+    rows: dict[tuple[str, str], list[str]] = {}
+    for group, resource, verbs in (*first, *second):
+        listed = rows.setdefault((group, resource), [])
+        listed.extend(v for v in verbs if v not in listed)
+    return tuple((group, resource, tuple(verbs)) for (group, resource), verbs in rows.items())
+
+
+def qualified(group: str, resource: str) -> str:
+    """``deployments.apps``, or ``pods`` for the core group: as kubectl names a resource."""
+    return f"{resource}.{group}" if group else resource
+
+
+def access_remedy(namespace: str, denied: list[tuple[str, str, str]]) -> str:
+    """What to grant: the Role rules, one per resource."""
+    return (
+        f"add to the servo's Role in namespace {namespace!r}: {role_rules(denied)} "
+        "(deploy/kubernetes/role.yaml holds them all)"
+    )
 
 
 def check_reachable(client: KubeClient) -> dict[str, Any]:
@@ -127,53 +177,57 @@ def check_reachable(client: KubeClient) -> dict[str, Any]:
 
 
 def allowed(client: KubeClient, namespace: str, group: str, resource: str, verb: str) -> bool:
+    """The API server's answer to a SelfSubjectAccessReview; ``resource`` may name a subresource
+    (``pods/log``)."""
+    plural, _, subresource = resource.partition("/")
+    attributes = {"namespace": namespace, "group": group, "resource": plural, "verb": verb}
+    if subresource:
+        attributes["subresource"] = subresource
     review = {
         "apiVersion": "authorization.k8s.io/v1",
         "kind": "SelfSubjectAccessReview",
-        "spec": {
-            "resourceAttributes": {"namespace": namespace, "group": group, "resource": resource, "verb": verb}
-        },
+        "spec": {"resourceAttributes": attributes},
     }
     answer = client.create(ACCESS_REVIEW_PATH, review)
     return bool((answer.get("status") or {}).get("allowed"))
 
 
 def check_access(
-    client: KubeClient, namespace: str, wanted: tuple[tuple[str, str, tuple[str, ...]], ...] = REQUIRED_ACCESS
+    client: KubeClient, namespace: str, wanted: Access = REQUIRED_ACCESS, name: str = "permissions"
 ) -> dict[str, Any]:
-    name = "permissions"
+    """Each verb of ``wanted`` asked of the API server (SelfSubjectAccessReview); a refusal names
+    every verb missing and the rules that grant them."""
     try:
-        missing = _denied(client, namespace, wanted)
-        optional = _denied(client, namespace, OPTIONAL_ACCESS)
+        missing = denied(client, namespace, wanted)
+        optional = denied(client, namespace, OPTIONAL_ACCESS)
     except KubeError as exc:
         return _result(name, False, f"cannot ask for a SelfSubjectAccessReview: {exc}")
     note = ""
     if optional:
-        note = f"; without {', '.join(_shown(optional))}, measure reports no CPU/memory usage"
+        note = f"; without {', '.join(shown(optional))}, measure reports no CPU/memory usage"
     if missing:
         return _result(
             name, False,
-            f"not allowed in namespace {namespace!r}: {', '.join(_shown(missing))} "
+            f"not allowed in namespace {namespace!r}: {', '.join(shown(missing))} "
             f"(grant them with the Role in deploy/kubernetes){note}",
-            f"add to the servo's Role in namespace {namespace!r}: {role_rules(missing)} "
-            "(deploy/kubernetes/role.yaml holds them all)",
+            access_remedy(namespace, missing),
         )  # fmt: skip
     return _result(name, True, f"every verb the connector uses is allowed in namespace {namespace!r}{note}")
 
 
-def _denied(
-    client: KubeClient, namespace: str, wanted: tuple[tuple[str, str, tuple[str, ...]], ...]
-) -> list[tuple[str, str, str]]:
-    denied = []
+def denied(client: KubeClient, namespace: str, wanted: Access) -> list[tuple[str, str, str]]:
+    """The (group, resource, verb) of ``wanted`` the API server says the credentials may not use."""
+    refused = []
     for group, resource, verbs in wanted:
         for verb in verbs:
             if not allowed(client, namespace, group, resource, verb):
-                denied.append((group, resource, verb))
-    return denied
+                refused.append((group, resource, verb))
+    return refused
 
 
-def _shown(denied: list[tuple[str, str, str]]) -> list[str]:
-    return [f"{verb} {resource}{'.' + group if group else ''}" for group, resource, verb in denied]
+def shown(refused: list[tuple[str, str, str]]) -> list[str]:
+    """``patch deployments.apps``, ``watch pods``: each refused verb as kubectl names it."""
+    return [f"{verb} {qualified(group, resource)}" for group, resource, verb in refused]
 
 
 def check_namespace(client: KubeClient, namespace: str, with_statefulsets: bool = False) -> dict[str, Any]:
@@ -214,13 +268,17 @@ def check_deployment(
         for resource, bounds in (("cpu", container_config.cpu), ("memory", container_config.memory)):
             if bounds is None:
                 continue
-            value = resource_value(container, resource, bounds.set)
+            order = bounds.reported()
+            value = resource_value(container, resource, order)
             if value is None:
-                problems.append(
-                    f"container {container_config.name!r} has neither a {resource} request nor a limit"
+                missing = (
+                    f"neither a {resource} request nor a limit"
+                    if len(order) > 1
+                    else f"no {resource} {order[0]} (get: [{order[0]}])"
                 )
+                problems.append(f"container {container_config.name!r} has {missing}")
                 quantity = f"{bounds.min:g}" if resource == "cpu" else f"{bounds.min:g}Gi"
-                amount = shlex.quote(f"--requests={resource}={quantity}")
+                amount = shlex.quote(f"--{order[0]}s={resource}={quantity}")
                 remedies.append(
                     f"{kubectl} set resources {workload} -c {shlex.quote(container_config.name)} {amount}"
                 )

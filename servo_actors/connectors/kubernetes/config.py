@@ -35,7 +35,10 @@ __all__ = [
     "HpaConfig",
     "KubernetesConfig",
     "MemoryRange",
+    "OnFailure",
+    "PermissionRule",
     "RESERVED_SETTINGS",
+    "VERBS",
     "StatefulSetConfig",
     "Target",
     "component_name",
@@ -69,6 +72,9 @@ RESERVED_SETTINGS = (
 )
 """Setting names the connector itself gives; an env variable may not take one of them."""
 Target = Literal["request", "limit"]
+OnFailure = Literal["rollback", "shutdown", "ignore"]
+VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
+"""The verbs a ``permissions`` rule may name (RBAC's resource verbs)."""
 
 
 def _both_targets() -> list[Target]:
@@ -90,22 +96,49 @@ class _Bounds(StrictModel):
         return self
 
 
-class CpuRange(_Bounds):
-    """CPU cores of a container; ``set`` says whether the request, the limit or both are written."""
+def _distinct(value: list[Target] | None) -> list[Target] | None:
+    if value is not None and len(set(value)) != len(value):
+        raise ValueError(f"lists a value twice: {value}")
+    return value
+
+
+class _Resource(_Bounds):
+    """A container resource: ``set`` says whether the request, the limit or both are written;
+    ``get`` which one ``describe`` reports: the first of ``get`` the container has (none of them:
+    no value). Without ``get``: the first of ``set``, else the other. Each subclass declares
+    ``set`` and ``get`` after its bounds, so a config is shown in the order it is written."""
+
+    def reported(self) -> list[Target]:
+        """Requests/limits in the order ``describe`` looks for the current value."""
+        got: list[Target] | None = self.get  # type: ignore[attr-defined]  # every subclass declares it
+        if got is not None:
+            return list(got)
+        first: Target = self.set[0]  # type: ignore[attr-defined]  # every subclass declares it
+        return [first, "limit" if first == "request" else "request"]
+
+
+class CpuRange(_Resource):
+    """CPU cores of a container."""
 
     min: Cores = Field(gt=0)
     max: Cores
     step: Cores = "125m"  # type: ignore[assignment]  # validated into cores
     set: list[Target] = Field(default_factory=_both_targets, min_length=1)
+    get: list[Target] | None = Field(default=None, min_length=1)
+
+    _distinct_targets = field_validator("set", "get")(_distinct)
 
 
-class MemoryRange(_Bounds):
-    """Memory of a container in GiB; ``set`` as for CPU."""
+class MemoryRange(_Resource):
+    """Memory of a container in GiB; ``set`` and ``get`` as for CPU."""
 
     min: GiB = Field(gt=0)
     max: GiB
     step: GiB = "128Mi"  # type: ignore[assignment]  # validated into GiB
     set: list[Target] = Field(default_factory=_both_targets, min_length=1)
+    get: list[Target] | None = Field(default=None, min_length=1)
+
+    _distinct_targets = field_validator("set", "get")(_distinct)
 
 
 class CountRange(_Bounds):
@@ -149,6 +182,38 @@ class ContainerConfig(StrictModel):
     cpu: CpuRange | None = None
     memory: MemoryRange | None = None
     env: list[EnvSetting] = Field(default_factory=list)
+    static_environment_variables: dict[str, str] = Field(default_factory=dict)
+    """Variables set on the container at every ADJUST that names it (the Deployment's template,
+    or the tuning pod under ``strategy: tuning``), never tuned nor described."""
+
+    @field_validator("static_environment_variables", mode="before")
+    @classmethod
+    def _static_values(cls, value: object) -> object:
+        if not isinstance(value, dict):
+            return value
+        shown = {}
+        for name, text in value.items():
+            if isinstance(text, bool) or not isinstance(text, str | int | float):
+                raise ValueError(
+                    f"{name}: a value must be a string or a number, not {type(text).__name__} {text!r}"
+                )
+            shown[name] = text if isinstance(text, str) else str(text)
+        return shown
+
+    @model_validator(mode="after")
+    def _static_names(self) -> ContainerConfig:
+        tuned = {e.name for e in self.env}
+        for name in self.static_environment_variables:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(
+                    f"static_environment_variables: {name!r} is not a valid environment variable name"
+                )
+            if name in tuned:
+                raise ValueError(
+                    f"static_environment_variables: {name!r} is also a tuned env setting "
+                    "(a variable is either fixed or tuned)"
+                )
+        return self
 
     @field_validator("env")
     @classmethod
@@ -184,6 +249,15 @@ class DeploymentConfig(StrictModel):
     """The workload's kind: the API resource it is read and patched as (``StatefulSetConfig``)."""
     name: str
     strategy: Literal["default", "tuning"] = "default"
+    namespace: str | None = None
+    """The workload's namespace; unset: the connector's."""
+    timeout: Duration | None = None
+    """The longest its rollout (and rollback) may take; unset: the connector's."""
+    settlement: Duration | None = None
+    """How long it must stay healthy after a rollout; unset: the connector's (a non-zero
+    ``control.settlement`` overrides both)."""
+    on_failure: OnFailure | None = None
+    """What a failed rollout of this workload does; unset: the connector's."""
     replicas: CountRange | None = None
     hpa: HpaConfig | None = None
     containers: list[ContainerConfig] = Field(min_length=1)
@@ -193,6 +267,18 @@ class DeploymentConfig(StrictModel):
     def _dns_name(cls, value: str) -> str:
         if not _NAME.fullmatch(value):
             raise ValueError(f"{value!r} is not a valid {cls.kind} name (lower case, digits, '-' and '.')")
+        return value
+
+    @field_validator("namespace")
+    @classmethod
+    def _workload_namespace(cls, value: str | None) -> str | None:
+        return None if value is None else _namespace_name(value)
+
+    @field_validator("timeout")
+    @classmethod
+    def _workload_timeout(cls, value: float | None) -> float | None:
+        if value is not None and value <= 0:
+            raise ValueError("must be more than 0")
         return value
 
     @field_validator("containers")
@@ -223,6 +309,33 @@ class StatefulSetConfig(DeploymentConfig):
         return value
 
 
+class PermissionRule(StrictModel):
+    """Access to check, as an RBAC rule says it (servox's ``permissions`` entries)."""
+
+    group: str = ""
+    """The API group (``""`` the core group, ``apps``...)."""
+    resources: list[str] = Field(min_length=1)
+    verbs: list[str] = Field(min_length=1)
+
+    @field_validator("resources")
+    @classmethod
+    def _resources(cls, value: list[str]) -> list[str]:
+        for resource in value:
+            if not re.fullmatch(r"[a-z][a-z0-9.-]*(/[a-z][a-z0-9.-]*)?", resource):
+                raise ValueError(
+                    f"{resource!r} is not a resource (plural, lower case: pods, deployments, pods/log)"
+                )
+        return value
+
+    @field_validator("verbs")
+    @classmethod
+    def _verbs(cls, value: list[str]) -> list[str]:
+        for verb in value:
+            if verb not in VERBS:
+                raise ValueError(f"{verb!r} is not a verb (one of {', '.join(VERBS)})")
+        return value
+
+
 class KubernetesConfig(StrictModel):
     """The connector's ``config`` section."""
 
@@ -233,7 +346,7 @@ class KubernetesConfig(StrictModel):
     """The longest a rollout (and each rollback) may take."""
     settlement: Duration = 0.0
     """After a rollout, how long it must stay healthy; a non-zero ``control.settlement`` overrides it."""
-    on_failure: Literal["rollback", "shutdown", "ignore"] = "rollback"
+    on_failure: OnFailure = "rollback"
     request_timeout: Duration = 10.0
     """The longest one API request may take (connect and each read)."""
     failure_grace: Duration = 5.0
@@ -242,6 +355,8 @@ class KubernetesConfig(StrictModel):
     refuses for a moment). A rollout past its progress deadline fails at once."""
     deployments: list[DeploymentConfig] = Field(default_factory=list)
     statefulsets: list[StatefulSetConfig] = Field(default_factory=list)
+    permissions: list[PermissionRule] = Field(default_factory=list)
+    """Access ``check`` verifies beside what the connector itself uses (in each namespace it works in)."""
 
     @property
     def workloads(self) -> list[DeploymentConfig]:
@@ -255,9 +370,40 @@ class KubernetesConfig(StrictModel):
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, value: str) -> str:
-        if not _NAME.fullmatch(value) or "." in value or len(value) > 63:
-            raise ValueError(f"{value!r} is not a valid namespace name")
-        return value
+        return _namespace_name(value)
+
+    def namespace_of(self, workload: DeploymentConfig) -> str:
+        return workload.namespace or self.namespace
+
+    def groups(self) -> list[KubernetesConfig]:
+        """The workloads split by their effective namespace, timeout, settlement and on_failure,
+        each part a config of its own holding those at the connector level (and none on its
+        workloads): every operation works on one part as on a connector of its own."""
+        parts: dict[tuple[str, float, float, str], list[DeploymentConfig]] = {}
+        for workload in self.workloads:
+            key = (
+                workload.namespace or self.namespace,
+                self.timeout if workload.timeout is None else workload.timeout,
+                self.settlement if workload.settlement is None else workload.settlement,
+                workload.on_failure or self.on_failure,
+            )
+            cleared = {"namespace": None, "timeout": None, "settlement": None, "on_failure": None}
+            parts.setdefault(key, []).append(workload.model_copy(update=cleared))
+        views = []
+        for (namespace, timeout, settlement, on_failure), members in parts.items():
+            views.append(
+                self.model_copy(
+                    update={
+                        "namespace": namespace,
+                        "timeout": timeout,
+                        "settlement": settlement,
+                        "on_failure": on_failure,
+                        "deployments": [w for w in members if not isinstance(w, StatefulSetConfig)],
+                        "statefulsets": [w for w in members if isinstance(w, StatefulSetConfig)],
+                    }
+                )
+            )
+        return views
 
     @field_validator("failure_grace")
     @classmethod
@@ -277,14 +423,15 @@ class KubernetesConfig(StrictModel):
     def _unique_names(self) -> KubernetesConfig:
         if not self.workloads:
             raise ValueError("name at least one workload to optimize, under deployments or statefulsets")
+        apart = " (even in different namespaces: components and metrics are named by the workload)"
         names = [d.name for d in self.deployments]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
-            raise ValueError(f"deployment(s) listed twice: {', '.join(twice)}")
+            raise ValueError(f"deployment(s) listed twice: {', '.join(twice)}{apart}")
         names = [s.name for s in self.statefulsets]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
-            raise ValueError(f"statefulset(s) listed twice: {', '.join(twice)}")
+            raise ValueError(f"statefulset(s) listed twice: {', '.join(twice)}{apart}")
         both = sorted({d.name for d in self.deployments} & set(names))
         if both:
             raise ValueError(
@@ -303,6 +450,12 @@ class KubernetesConfig(StrictModel):
                         raise ValueError(f"component name {name!r} is given to both {seen[name]} and {where}")
                     seen[name] = where
         return self
+
+
+def _namespace_name(value: str) -> str:
+    if not _NAME.fullmatch(value) or "." in value or len(value) > 63:
+        raise ValueError(f"{value!r} is not a valid namespace name")
+    return value
 
 
 def component_name(deployment: DeploymentConfig, container: ContainerConfig) -> str:

@@ -24,7 +24,7 @@ from servo_actors.connectors.kubernetes.client import (
     KubeUnreachable,
 )
 from servo_actors.connectors.kubernetes.cluster import read_states
-from servo_actors.connectors.kubernetes.config import KubernetesConfig
+from servo_actors.connectors.kubernetes.config import KubernetesConfig, component_name, tuning_component_name
 from servo_actors.connectors.kubernetes.kubeconfig import KubeConfigError, resolve_access
 from servo_actors.connectors.kubernetes.rollout import RolloutFailed, RolloutWatcher
 from servo_actors.connectors.kubernetes.settings import (
@@ -60,11 +60,16 @@ class KubernetesConnector(Connector):
     def operation_seconds(cls, config: KubernetesConfig, operation: str, control: Control) -> float:
         """An ADJUST waits up to ``timeout`` for the rollout, then the settlement; with
         ``on_failure: rollback`` a failure near the end is rolled back, which may take as long
-        again. The supervisor allows that much (plus its grace) before it kills the connector."""
+        again. Workloads with a namespace, timeout, settlement or on_failure of their own are
+        waited on in turn, so their allowances add up. The supervisor allows that much (plus its
+        grace) before it kills the connector."""
         if operation != "adjust":
             return 0.0
-        rollout = config.timeout + (control.settlement or config.settlement)
-        return 2 * rollout if config.on_failure == "rollback" else rollout
+        total = 0.0
+        for part in config.groups():
+            rollout = part.timeout + (control.settlement or part.settlement)
+            total += 2 * rollout if part.on_failure == "rollback" else rollout
+        return total
 
     @classmethod
     def config_warnings(cls, config: KubernetesConfig) -> list[str]:
@@ -77,49 +82,102 @@ class KubernetesConnector(Connector):
         return []
 
     def describe(self) -> dict[str, Any]:
+        components: dict[str, Any] = {}
+        metrics: dict[str, Any] = {}
         with self._cluster("describe") as client:
-            components = self._describe_all(client)
-            with_usage = measurement.metrics_api_available(client, self.config.namespace)
-        names = [d.name for d in self.config.workloads]
-        metrics = measurement.metric_descriptors(names, with_usage)
-        metrics.update(tuning.tuning_metric_descriptors(self.config, with_usage))
+            usage_in: dict[str, bool] = {}
+            for part in self.config.groups():
+                components.update(self._describe_all(client, part))
+                if part.namespace not in usage_in:
+                    usage_in[part.namespace] = measurement.metrics_api_available(client, part.namespace)
+                with_usage = usage_in[part.namespace]
+                metrics.update(measurement.metric_descriptors([d.name for d in part.workloads], with_usage))
+                metrics.update(tuning.tuning_metric_descriptors(part, with_usage))
         return {"components": components, "metrics": metrics}
 
-    def _describe_all(self, client: KubeClient) -> dict[str, Any]:
-        """Every component: the Deployments' (pinned under ``strategy: tuning``) and the tuning pods'."""
-        components = describe_components(self.config, read_states(client, self.config))
-        tuning.pin_main_components(self.config, components)
-        components.update(tuning.describe_tuning(client, self.config))
+    def _describe_all(self, client: KubeClient, part: KubernetesConfig) -> dict[str, Any]:
+        """Every component of ``part``: the Deployments' (pinned under ``strategy: tuning``) and
+        the tuning pods'."""
+        components = describe_components(part, read_states(client, part))
+        tuning.pin_main_components(part, components)
+        components.update(tuning.describe_tuning(client, part))
         return components
 
     def adjust(self, components: dict[str, Any], control: Control, progress: ProgressFn) -> dict[str, Any]:
-        try:
-            components, trial = tuning.split_components(self.config, components)
-            targets = requested_targets(self.config, components)
-        except SettingError as exc:
-            raise ConnectorFailure(str(exc), reason="invalid-setting") from None
-        settlement = control.settlement or self.config.settlement
+        plans = self._plans(components)
         with self._cluster("adjust") as client:
             try:
-                tuning.check_pinned(client, self.config, trial)
+                for part, _, trial in plans:
+                    tuning.check_pinned(client, part, trial)
             except SettingError as exc:
                 raise ConnectorFailure(str(exc), reason="invalid-setting") from None
-            adjustment = self._patch_all(client, targets)
-            touched = adjustment.touched
+            adjustments: list[tuple[KubernetesConfig, Adjustment, tuning.TuningRequest]] = []
+            for part, targets, trial in plans:
+                try:
+                    adjustments.append((part, self._patch_all(client, part, targets), trial))
+                except Exception:
+                    for _, sent, _ in adjustments:  # the earlier parts' patches go back too
+                        self._undo_partial(sent)
+                    raise
+            touched = [name for _, adjustment, _ in adjustments for name in adjustment.touched]
             progress(PATCHED, f"patched {', '.join(touched)}" if touched else "nothing to change")
-            if touched:
-                self._roll_out(client, adjustment, settlement, progress)
-            if trial.targets:
-                tuning.adjust_tuning(client, self.config, trial, settlement, _scaled(progress, PATCHED, 99.0))
-            described = self._describe_all(client)
+            self._roll_out_parts(client, [(p, a) for p, a, _ in adjustments if a.touched], control, progress)
+            for part, _, trial in adjustments:
+                if trial.targets:
+                    settlement = control.settlement or part.settlement
+                    tuning.adjust_tuning(client, part, trial, settlement, _scaled(progress, PATCHED, 99.0))
+            described: dict[str, Any] = {}
+            for part, _, _ in plans:
+                described.update(self._describe_all(client, part))
         progress(100, "adjusted")
         return described
 
-    def _patch_all(self, client: KubeClient, targets: dict[str, DeploymentTargets]) -> Adjustment:
-        """Send every patch; a refusal puts back the patches already sent and ends the adjustment."""
-        adjustment = Adjustment(client, self.config.namespace)
+    def _plans(
+        self, components: dict[str, Any]
+    ) -> list[tuple[KubernetesConfig, dict[str, DeploymentTargets], tuning.TuningRequest]]:
+        """Per part of the config: the targets of its workloads and its tuning request (a
+        ConnectorFailure naming a bad component, setting or value, checked against the whole config)."""
+        plans = []
         try:
-            for state in read_states(client, self.config, list(targets)):
+            rest, _ = tuning.split_components(self.config, components)
+            requested_targets(self.config, rest)
+            for part in self.config.groups():
+                mine = {k: v for k, v in components.items() if k in _component_names(part)}
+                rest, trial = tuning.split_components(part, mine)
+                plans.append((part, requested_targets(part, rest), trial))
+        except SettingError as exc:
+            raise ConnectorFailure(str(exc), reason="invalid-setting") from None
+        return plans
+
+    def _roll_out_parts(
+        self,
+        client: KubeClient,
+        waiting: list[tuple[KubernetesConfig, Adjustment]],
+        control: Control,
+        progress: ProgressFn,
+    ) -> None:
+        """Wait on each part's rollouts in turn (each applies its own ``on_failure``); one failure
+        naming every part that failed, after all were waited on."""
+        failures: list[ConnectorFailure] = []
+        for index, (part, adjustment) in enumerate(waiting):
+            settlement = control.settlement or part.settlement
+            try:
+                self._roll_out(client, part, adjustment, settlement, _share(progress, index, len(waiting)))
+            except ConnectorFailure as failure:
+                failures.append(failure)
+        if failures:
+            first = failures[0]
+            raise ConnectorFailure(
+                " ".join(f.message for f in failures), status=first.status, reason=first.reason
+            )
+
+    def _patch_all(
+        self, client: KubeClient, part: KubernetesConfig, targets: dict[str, DeploymentTargets]
+    ) -> Adjustment:
+        """Send every patch of ``part``; a refusal puts back the patches already sent and ends the adjustment."""
+        adjustment = Adjustment(client, part.namespace)
+        try:
+            for state in read_states(client, part, list(targets)):
                 adjustment.apply(state, targets[state.config.name])
         except SettingError as exc:
             self._undo_partial(adjustment)
@@ -137,17 +195,23 @@ class KubernetesConnector(Connector):
         return adjustment
 
     def _roll_out(
-        self, client: KubeClient, adjustment: Adjustment, settlement: float, progress: ProgressFn
+        self,
+        client: KubeClient,
+        part: KubernetesConfig,
+        adjustment: Adjustment,
+        settlement: float,
+        progress: ProgressFn,
     ) -> None:
-        """Wait for the rollouts and the settlement; on failure apply ``on_failure`` and say both."""
+        """Wait for the rollouts of ``part`` and the settlement; on failure apply its
+        ``on_failure`` and say both."""
         watcher = RolloutWatcher(
-            client, self.config.namespace, kinds=self.config.kinds(), failure_grace=self.config.failure_grace
+            client, part.namespace, kinds=part.kinds(), failure_grace=self.config.failure_grace
         )
         try:
-            watcher.wait(adjustment.touched, self.config.timeout, _scaled(progress, PATCHED, ROLLED_OUT))
+            watcher.wait(adjustment.touched, part.timeout, _scaled(progress, PATCHED, ROLLED_OUT))
             watcher.settle(adjustment.touched, settlement, _scaled(progress, ROLLED_OUT, 99.0))
         except RolloutFailed as failure:
-            outcome = self._recover(adjustment, watcher, progress)
+            outcome = self._recover(part, adjustment, watcher, progress)
             diagnosis = failure.diagnosis
             what = diagnosis.message.rstrip(".")
             workload = f"{watcher.kind(failure.deployment)} {failure.deployment}"
@@ -160,22 +224,16 @@ class KubernetesConnector(Connector):
     def measure(self, metrics: list[str], control: Control, progress: ProgressFn) -> dict[str, Any]:
         if not metrics:
             return {"metrics": {}, "annotations": {}}
-        names = [d.name for d in self.config.workloads]
-        kinds = self.config.kinds()
-        extra = tuning.TuningMeasure(self.config, metrics)
-        wanted = {}
-        for metric in extra.rest:
-            split = measurement.split_metric(metric, names)
-            if split is None:
+        readings = [_PartReading(part, metrics) for part in self.config.groups()]
+        claimed = {metric for reading in readings for metric in reading.claimed}
+        for metric in metrics:
+            if metric not in claimed:
                 raise ConnectorFailure(
                     f"connector {self.name!r} does not describe metric {metric!r}", reason="unknown-metric"
                 )
-            wanted[metric] = split
-        namespace = self.config.namespace
-        restart_names = {d for d, kind in wanted.values() if kind == "restarts"}
         with self._cluster("measure") as client:
-            restarts_before = {d: measurement.restarts(client, namespace, d, kinds[d]) for d in restart_names}
-            extra.start(client)
+            for reading in readings:
+                reading.start(client)
         seconds = control.warmup + control.duration + control.delay
         wait_with_progress(
             seconds, progress, interval=PROGRESS_INTERVAL, end_percent=99,
@@ -183,37 +241,11 @@ class KubernetesConnector(Connector):
         )  # fmt: skip
         measured: dict[str, Any] = {}
         annotations: dict[str, str] = {}
-        usages: dict[str, measurement.Usage] = {}
         with self._cluster("measure") as client:
-            measured.update(extra.finish(client))
-            annotations.update({f"{self.name}:{metric}": note for metric, note in extra.notes.items()})
-            for metric, (deployment, kind) in wanted.items():
-                unit = {**measurement.BASE_METRICS, **measurement.USAGE_METRICS}[kind]
-                if kind == "ready_replicas":
-                    value: float = measurement.ready_replicas(
-                        client, namespace, deployment, kinds[deployment]
-                    )
-                elif kind == "restarts":
-                    value = (
-                        measurement.restarts(client, namespace, deployment, kinds[deployment])
-                        - restarts_before[deployment]
-                    )
-                else:
-                    try:
-                        if deployment not in usages:  # one read for cpu and memory
-                            usages[deployment] = measurement.usage(
-                                client, namespace, deployment, kinds[deployment]
-                            )
-                    except KubeError as exc:
-                        annotations[f"{self.name}:{metric}"] = f"metrics.k8s.io did not answer: {exc}"
-                        continue
-                    found = usages[deployment]
-                    gap = found.gap()
-                    if gap is not None:  # a sum short of some pods is a wrong number: leave it out
-                        annotations[f"{self.name}:{metric}"] = gap
-                        continue
-                    value = found.cores if kind == "cpu_usage" else found.gib
-                measured[metric] = {"unit": unit, "value": max(0, value) if kind == "restarts" else value}
+            for reading in readings:
+                found, notes = reading.finish(client)
+                measured.update(found)
+                annotations.update({f"{self.name}:{metric}": note for metric, note in notes.items()})
         progress(100, "measured")
         return {"metrics": measured, "annotations": annotations}
 
@@ -234,9 +266,11 @@ class KubernetesConnector(Connector):
 
     # -- failure handling ----------------------------------------------------------------------
 
-    def _recover(self, adjustment: Adjustment, watcher: RolloutWatcher, progress: ProgressFn) -> str:
-        """Apply ``on_failure``; a sentence saying what was done."""
-        policy = self.config.on_failure
+    def _recover(
+        self, part: KubernetesConfig, adjustment: Adjustment, watcher: RolloutWatcher, progress: ProgressFn
+    ) -> str:
+        """Apply ``part``'s ``on_failure`` to its workloads; a sentence saying what was done."""
+        policy = part.on_failure
         if policy == "ignore":
             return "The new settings were left in place (on_failure: ignore)."
         try:
@@ -245,7 +279,7 @@ class KubernetesConnector(Connector):
                 return f"Scaled {', '.join(names)} to zero replicas (on_failure: shutdown)."
             names = adjustment.rollback()
             progress(ROLLED_OUT, f"rolling back {', '.join(names)}")
-            watcher.wait(names, self.config.timeout, _scaled(progress, ROLLED_OUT, 99.0), replace_stuck=True)
+            watcher.wait(names, part.timeout, _scaled(progress, ROLLED_OUT, 99.0), replace_stuck=True)
             return f"Rolled {', '.join(names)} back to the previous settings, which are healthy again."
         except RolloutFailed as again:
             return f"The rollback did not become healthy either: {again}."
@@ -292,6 +326,86 @@ class KubernetesConnector(Connector):
             raise ConnectorFailure(f"{what}: {exc}", reason=exc.reason) from None
         finally:
             client.close()
+
+
+def _component_names(part: KubernetesConfig) -> set[str]:
+    """Every component a part offers: its containers' and (``strategy: tuning``) their tuning pods'."""
+    names = set()
+    for workload in part.workloads:
+        for container in workload.containers:
+            names.add(component_name(workload, container))
+            if workload.strategy == "tuning":
+                names.add(tuning_component_name(workload, container))
+    return names
+
+
+def _share(progress: ProgressFn, index: int, count: int) -> ProgressFn:
+    """``progress`` for the ``index``-th of ``count`` parts waited on in turn: their reports
+    (PATCHED to 99) laid end to end over that range."""
+    if count == 1:
+        return progress
+    span = (99.0 - PATCHED) / count
+
+    def report(percent: float, message: str = "") -> None:
+        within = max(0.0, min(1.0, (percent - PATCHED) / (99.0 - PATCHED)))
+        progress(round(PATCHED + span * (index + within), 1), message)
+
+    return report
+
+
+class _PartReading:
+    """The metrics of one MEASURE that belong to one part (its workloads' and tuning pods'):
+    ``claimed`` are those, read at ``start`` (restart counts) and ``finish``."""
+
+    def __init__(self, part: KubernetesConfig, metrics: list[str]) -> None:
+        self.part = part
+        names = [d.name for d in part.workloads]
+        known = tuning.tuning_metric_descriptors(part, with_usage=True)
+        self.claimed = [m for m in metrics if m in known or measurement.split_metric(m, names) is not None]
+        self.extra = tuning.TuningMeasure(part, self.claimed)
+        self.wanted: dict[str, tuple[str, str]] = {}
+        for metric in self.extra.rest:
+            split = measurement.split_metric(metric, names)
+            if split is not None:
+                self.wanted[metric] = split
+        self.restarts_before: dict[str, int] = {}
+
+    def start(self, client: KubeClient) -> None:
+        namespace, kinds = self.part.namespace, self.part.kinds()
+        for name in {d for d, kind in self.wanted.values() if kind == "restarts"}:
+            self.restarts_before[name] = measurement.restarts(client, namespace, name, kinds[name])
+        self.extra.start(client)
+
+    def finish(self, client: KubeClient) -> tuple[dict[str, Any], dict[str, str]]:
+        """The values measured, and why each left out was (by metric name)."""
+        namespace, kinds = self.part.namespace, self.part.kinds()
+        measured: dict[str, Any] = dict(self.extra.finish(client))
+        notes: dict[str, str] = dict(self.extra.notes)
+        usages: dict[str, measurement.Usage] = {}
+        for metric, (deployment, kind) in self.wanted.items():
+            unit = {**measurement.BASE_METRICS, **measurement.USAGE_METRICS}[kind]
+            if kind == "ready_replicas":
+                value: float = measurement.ready_replicas(client, namespace, deployment, kinds[deployment])
+            elif kind == "restarts":
+                value = measurement.restarts(client, namespace, deployment, kinds[deployment])
+                value = max(0, value - self.restarts_before[deployment])
+            else:
+                try:
+                    if deployment not in usages:  # one read for cpu and memory
+                        usages[deployment] = measurement.usage(
+                            client, namespace, deployment, kinds[deployment]
+                        )
+                except KubeError as exc:
+                    notes[metric] = f"metrics.k8s.io did not answer: {exc}"
+                    continue
+                found = usages[deployment]
+                gap = found.gap()
+                if gap is not None:  # a sum short of some pods is a wrong number: leave it out
+                    notes[metric] = gap
+                    continue
+                value = found.cores if kind == "cpu_usage" else found.gib
+            measured[metric] = {"unit": unit, "value": value}
+        return measured, notes
 
 
 def _scaled(progress: ProgressFn, start: float, end: float) -> Callable[[float, str], None]:

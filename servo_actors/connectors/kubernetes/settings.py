@@ -92,15 +92,12 @@ def find_container(deployment: dict[str, Any], name: str) -> dict[str, Any] | No
     return None
 
 
-def resource_value(container: dict[str, Any], resource: str, prefer: Sequence[str]) -> str | None:
-    """The raw quantity of ``resource``: the first of ``prefer`` (request/limit) that is set, else the other.
-
-    A container without requests falls back to its limits (and the other way round).
-    """
+def resource_value(container: dict[str, Any], resource: str, order: Sequence[str]) -> str | None:
+    """The raw quantity of ``resource``: the first of ``order`` (``request`` / ``limit``, as a
+    range's ``reported()`` gives it) that the container sets; None when it sets none of them."""
     resources = container.get("resources") or {}
-    order = ["requests", "limits"] if prefer[0] == "request" else ["limits", "requests"]
-    for key in order:
-        value = (resources.get(key) or {}).get(resource)
+    for target in order:
+        value = (resources.get(f"{target}s") or {}).get(resource)
         if value is not None:
             return str(value)
     return None
@@ -145,10 +142,10 @@ def describe_components(config: KubernetesConfig, states: list[DeploymentState])
 def _container_settings(config: ContainerConfig, container: dict[str, Any]) -> dict[str, Any]:
     settings: dict[str, Any] = {}
     if config.cpu is not None:
-        raw = resource_value(container, "cpu", config.cpu.set)
+        raw = resource_value(container, "cpu", config.cpu.reported())
         settings["cpu"] = _range(config.cpu, None if raw is None else parse_cpu(raw), unit="cores")
     if config.memory is not None:
-        raw = resource_value(container, "memory", config.memory.set)
+        raw = resource_value(container, "memory", config.memory.reported())
         settings["memory"] = _range(config.memory, None if raw is None else parse_memory(raw), unit="GiB")
     for env in config.env:
         entry = env_value(container, env.name)
@@ -247,6 +244,7 @@ def requested_targets(config: KubernetesConfig, components: dict[str, Any]) -> d
         deployment, container, first = owners[component]
         wanted = targets.setdefault(deployment.name, DeploymentTargets())
         container_targets = wanted.containers.setdefault(container.name, ContainerTargets())
+        container_targets.env.update(container.static_environment_variables)
         for setting, spec in ((body or {}).get("settings") or {}).items():
             value = spec.get("value") if isinstance(spec, dict) else spec
             where = f"{component}.{setting}"

@@ -6,14 +6,14 @@
   one no servo owns outlives the servo (it runs outside the cluster): the message names the
   command that removes it.
 - ``cleanup``: deletes the tuning pods of the configured Deployments (found by the role label and
-  the annotation naming the Deployment), and waits until they are gone.
+  the annotation naming the Deployment, in each Deployment's namespace), and waits until they are gone.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from servo_actors.connectors.kubernetes.checks import allowed, role_rules
+from servo_actors.connectors.kubernetes.checks import access_remedy, denied, shown
 from servo_actors.connectors.kubernetes.client import KubeClient, KubeError, pods_path
 from servo_actors.connectors.kubernetes.config import KubernetesConfig
 from servo_actors.connectors.kubernetes.tuning_adjust import TuningFailed, TuningPods
@@ -37,54 +37,54 @@ def _result(name: str, success: bool, message: str) -> dict[str, Any]:
 
 
 def extra_checks(client: KubeClient, config: KubernetesConfig) -> list[dict[str, Any]]:
-    """The results to add to ``check`` (none when the config uses neither feature)."""
-    wanted: list[tuple[str, str, tuple[str, ...]]] = []
-    uses_tuning = any(d.strategy == "tuning" for d in config.deployments)
-    if uses_tuning:
-        wanted.extend(TUNING_ACCESS)
-    if not wanted:
-        return []
-    results = [_check_access(client, config.namespace, tuple(wanted))]
-    if uses_tuning:
+    """The results to add to ``check`` (none when no workload uses the strategy): per namespace
+    holding a tuning Deployment, its permissions, then the tuning pods."""
+    namespaces = list(
+        dict.fromkeys(config.namespace_of(d) for d in config.deployments if d.strategy == "tuning")
+    )
+    results = []
+    for namespace in namespaces:
+        name = (
+            "permissions (tuning pods)" if len(namespaces) == 1 else f"permissions (tuning pods, {namespace})"
+        )
+        results.append(_check_access(client, namespace, TUNING_ACCESS, name))
+    if namespaces:
         results.append(_check_tuning_pods(client, config))
     return results
 
 
 def _check_access(
-    client: KubeClient, namespace: str, wanted: tuple[tuple[str, str, tuple[str, ...]], ...]
+    client: KubeClient,
+    namespace: str,
+    wanted: tuple[tuple[str, str, tuple[str, ...]], ...],
+    name: str,
 ) -> dict[str, Any]:
-    name = "permissions (tuning pods)"
     try:
-        denied = [
-            (group, resource, verb)
-            for group, resource, verbs in wanted
-            for verb in verbs
-            if not allowed(client, namespace, group, resource, verb)
-        ]
+        refused = denied(client, namespace, wanted)
     except KubeError as exc:
         return _result(name, False, f"cannot ask for a SelfSubjectAccessReview: {exc}")
-    if denied:
-        shown = ", ".join(
-            f"{verb} {resource}{'.' + group if group else ''}" for group, resource, verb in denied
-        )
+    if refused:
         result = _result(
             name, False,
-            f"not allowed in namespace {namespace!r}: {shown} (grant them with the Role in deploy/kubernetes)",
+            f"not allowed in namespace {namespace!r}: {', '.join(shown(refused))} "
+            "(grant them with the Role in deploy/kubernetes)",
         )  # fmt: skip
-        result["remedy"] = (
-            f"add to the servo's Role in namespace {namespace!r}: {role_rules(denied)} "
-            "(deploy/kubernetes/role.yaml holds them all)"
-        )
+        result["remedy"] = access_remedy(namespace, refused)
         return result
-    shown = ", ".join(f"{'/'.join(verbs)} {resource}" for _, resource, verbs in wanted)
-    return _result(name, True, f"allowed in namespace {namespace!r}: {shown}")
+    granted = ", ".join(f"{'/'.join(verbs)} {resource}" for _, resource, verbs in wanted)
+    return _result(name, True, f"allowed in namespace {namespace!r}: {granted}")
 
 
-def tuning_pods(client: KubeClient, config: KubernetesConfig) -> list[dict[str, Any]]:
-    """The tuning pods of the configured Deployments in the namespace."""
-    names = {d.name for d in config.deployments}
-    listed = client.get(pods_path(config.namespace), {"labelSelector": TUNING_SELECTOR}).get("items") or []
-    return [pod for pod in listed if tuning_of(pod) in names]
+def tuning_pods(client: KubeClient, config: KubernetesConfig) -> list[tuple[str, dict[str, Any]]]:
+    """The tuning pods of the configured Deployments, each with its namespace."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    for part in config.groups():
+        names = {d.name for d in part.deployments}
+        if not names:
+            continue
+        listed = client.get(pods_path(part.namespace), {"labelSelector": TUNING_SELECTOR}).get("items") or []
+        found.extend((part.namespace, pod) for pod in listed if tuning_of(pod) in names)
+    return found
 
 
 def _check_tuning_pods(client: KubeClient, config: KubernetesConfig) -> dict[str, Any]:
@@ -95,8 +95,8 @@ def _check_tuning_pods(client: KubeClient, config: KubernetesConfig) -> dict[str
         return _result(name, False, str(exc))
     if not found:
         return _result(name, True, "none running")
-    unowned = [p["metadata"]["name"] for p in found if not p["metadata"].get("ownerReferences")]
-    shown = ", ".join(p["metadata"]["name"] for p in found)
+    unowned = [p["metadata"]["name"] for _, p in found if not p["metadata"].get("ownerReferences")]
+    shown = ", ".join(p["metadata"]["name"] for _, p in found)
     if unowned:
         return _result(
             name, True,
@@ -109,13 +109,12 @@ def _check_tuning_pods(client: KubeClient, config: KubernetesConfig) -> dict[str
 def cleanup(client: KubeClient, config: KubernetesConfig, timeout: float, dry_run: bool = False) -> list[str]:
     """Delete the tuning pods of the configured Deployments and wait until they are gone (each
     within ``timeout``); the names of the pods deleted (or, with ``dry_run``, that would be)."""
-    found = [p["metadata"]["name"] for p in tuning_pods(client, config)]
+    found = [(namespace, p["metadata"]["name"]) for namespace, p in tuning_pods(client, config)]
     if dry_run:
-        return found
-    pods = TuningPods(client, config.namespace)
-    for name in found:
+        return [name for _, name in found]
+    for namespace, name in found:
         try:
-            pods.remove(name, timeout, lambda fraction, message: None)
+            TuningPods(client, namespace).remove(name, timeout, lambda fraction, message: None)
         except TuningFailed as exc:
             raise KubeError(str(exc)) from None
-    return found
+    return [name for _, name in found]

@@ -87,10 +87,10 @@ def current_values(config: DeploymentConfig, pod: dict[str, Any] | None) -> Depl
             continue
         values = ContainerTargets()
         if container_config.cpu is not None:
-            raw = resource_value(container, "cpu", container_config.cpu.set)
+            raw = resource_value(container, "cpu", container_config.cpu.reported())
             values.cpu = None if raw is None else parse_cpu(raw)
         if container_config.memory is not None:
-            raw = resource_value(container, "memory", container_config.memory.set)
+            raw = resource_value(container, "memory", container_config.memory.reported())
             values.memory = None if raw is None else parse_memory(raw)
         for env in container_config.env:
             entry = env_value(container, env.name)
