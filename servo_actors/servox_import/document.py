@@ -120,9 +120,7 @@ def convert_document(document: dict[str, Any], source: str) -> Conversion:
         conversion.data["servo_uid"] = str(top["servo_uid"])
     _settings(conversion, top.get("settings"))
     if top.get("checks"):
-        conversion.drop(
-            "checks", "check's own options (check --help); waiting and filters are issue 37, item 4"
-        )
+        conversion.drop("checks", _check_options(top["checks"]))
     if top.get("no_diagnostics") is False:
         conversion.drop("no_diagnostics", "servo-actors does not poll the optimizer for diagnostics")
     for name, kind in _active_connectors(source, document):
@@ -277,3 +275,18 @@ def _settings(conversion: Conversion, value: Any) -> None:
         )
     if result:
         conversion.data["settings"] = result
+
+
+_CHECK_OPTIONS = {"wait": "--wait", "delay": "--delay", "halt_on": "--halt-on"}
+"""servox's ``checks:`` keys that are options of ``check`` and ``run --check`` here."""
+
+
+def _check_options(checks: Any) -> str:
+    """Why servox's ``checks:`` section is not in the file: its settings are command-line options
+    here, written out with the section's own values so they can be pasted."""
+    given = checks if isinstance(checks, dict) else {}
+    options = " ".join(
+        f"{flag} {given[key]}" for key, flag in _CHECK_OPTIONS.items() if given.get(key) not in (None, "")
+    )
+    where = f"`run --check {options}` (or `check {options}`)" if options else "`run --check` and `check`"
+    return f"checks are run by {where}; their settings are options there, not part of servo.yaml"

@@ -39,7 +39,7 @@ def _exit_with(code: int) -> None:
 def test_the_patched_reaper_records_the_code_under_pid_and_start_time() -> None:
     from thespian.system.multiprocCommon import ChildInfo, MultiProcReplicator
 
-    system._patch_thespian()
+    system.patch_thespian()
     child = multiprocessing.get_context("fork").Process(target=_exit_with, args=(7,))
     child.start()
     started = processes.start_ticks(child.pid)
@@ -82,7 +82,7 @@ def test_a_host_is_reaped_only_by_thespian_whose_reaper_records_its_code() -> No
     next fork leaves the crashed host a zombie, for Thespian's (patched, recording) reaper."""
     from thespian.system.multiprocCommon import ChildInfo, MultiProcReplicator
 
-    system._patch_thespian()
+    system.patch_thespian()
     context = multiprocessing.get_context("fork")
     crashed = context.Process(target=_segfault)
     crashed.start()

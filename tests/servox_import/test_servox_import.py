@@ -285,3 +285,20 @@ def test_vegeta_targets_file_becomes_loadgens(tmp_path: Path) -> None:
     (load,) = yaml.safe_load(text)["connectors"]
     assert load["config"]["targets_file"] == "vegeta-targets.txt" and "url" not in load["config"]
     assert "relative to the working directory" in line_of(text, "targets_file: vegeta-targets.txt")
+
+
+@pytest.mark.timeout(120)
+def test_a_checks_section_is_listed_with_the_options_that_do_the_same_here(tmp_path: Path) -> None:
+    servox = tmp_path / "servox.yaml"
+    servox.write_text(
+        yaml.safe_dump(
+            {
+                "optimizer": {"id": "example.com/app", "token": "t"},
+                "checks": {"wait": "5m", "delay": "expo", "halt_on": "critical", "quiet": True},
+                "wait": {},
+            }
+        )
+    )
+    _text, stderr = convert(servox, tmp_path)
+    line = next(line for line in stderr if line.startswith("not converted: checks: "))
+    assert "`run --check --wait 5m --delay expo --halt-on critical`" in line, line

@@ -39,7 +39,7 @@ The rules (Erlang/OTP's ``supervisor``, with ``restart_policy`` for the arithmet
   intensity): a lost one starts again at once wherever a host can take it, an unplaced one waits
   (WAITING: its parts fail at once) until a host can (``HostAvailable``), or a cancel tries again.
 
-Why one module over 400 lines (issue 24): ``Supervision`` is one state machine over one state (the
+Why one module: ``Supervision`` is one state machine over one state (the
 children, the operation in flight, the effects of the event being handled), and its operation
 handling and its restart handling act on each other within a single event: a crash, a failed
 start, a lost host or a stop fails the operation's part (``_failed``, ``_give_up``,

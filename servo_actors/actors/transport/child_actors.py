@@ -3,7 +3,7 @@ the ones that are gone.
 
 Apart from starting and killing the system (``system``): these read (and prune) the bookkeeping
 Thespian 4.0.1 keeps inside a parent actor, with ``getattr`` so that other internals make them
-no-ops instead of errors, and import no Thespian. The patched reaper (``system._patch_thespian``)
+no-ops instead of errors, and import no Thespian. The patched reaper (``system.patch_thespian``)
 fills ``EXIT_CODES`` through ``record_exit_code``; the supervisor and a member read them.
 """
 

@@ -3,7 +3,7 @@
 Thespian facts this module works around (docs/architecture.md, measured with 4.0.1):
 
 - Every socket binds ``0.0.0.0`` whatever ``THESPIAN_BASE_IPADDR`` says, and accepts pickled
-  messages without authentication. ``_patch_thespian`` makes a wildcard listen bind bind
+  messages without authentication. ``patch_thespian`` makes a wildcard listen bind bind
   127.0.0.1 instead (one property of ``IPActorAddress``), or the one address a convention system
   is told to listen on (``listen``); the environment variable makes the advertised addresses the
   same; and every message carries an HMAC under this run's key (or the convention's shared key),
@@ -19,7 +19,7 @@ Thespian facts this module works around (docs/architecture.md, measured with 4.0
 - ``ActorSystem.shutdown()`` leaves hung actors orphaned and the admin alive for the transmit
   timeout, so ``kill`` SIGKILLs the session instead, and the transmit timeout is lowered so a
   stray admin would not linger for minutes anyway.
-- The parent of a child actor reaps it inside Thespian; ``_patch_thespian`` also records the exit
+- The parent of a child actor reaps it inside Thespian; ``patch_thespian`` also records the exit
   code there so the supervisor can tell a normal exit (0) from a crash (Erlang's transient rule).
 - A parent actor learns a child's PID at ``createActor`` (``child_pid``), and Thespian never
   forgets a child's address (``forget_child`` prunes them); its listen queue of 100 overflows when
@@ -68,6 +68,7 @@ __all__ = [
     "KILL_TIMEOUT",
     "LISTEN_BACKLOG",
     "TRANSMIT_TIMEOUT",
+    "patch_thespian",
     "sessions_started",
     "wait_until_gone",
 ]
@@ -94,7 +95,7 @@ _log = logging.getLogger(__name__)
 _patched = False
 
 
-def _patch_thespian() -> None:
+def patch_thespian() -> None:
     """Loopback-only listen binds, exit-code capture, short transmit timeout, deeper listen queue,
     authenticated messages, and the cheaper paths of ``thespian_patches``.
 
@@ -238,7 +239,7 @@ class ActorSystemHandle:
         global _listen_host
         if self._key is not None:
             message_auth.install_key(self._key)
-        _patch_thespian()
+        patch_thespian()
         import thespian.system.utilis as utilis
 
         self.run_dir.mkdir(parents=True, exist_ok=True)

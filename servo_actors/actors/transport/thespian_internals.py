@@ -49,7 +49,7 @@ class Internal:
 
 
 INTERNALS: tuple[Internal, ...] = (
-    # system._patch_thespian
+    # system.patch_thespian
     Internal("thespian.system.transport.IPBase", "IPActorAddress.bindArgs", why="loopback-only binds"),
     Internal(
         "thespian.system.transport.IPBase", "IPActorAddress.__init__", ("bindname",), "loopback-only binds"

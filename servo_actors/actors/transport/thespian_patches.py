@@ -1,7 +1,7 @@
 """Thespian 4.0.1 made cheaper where a cancel of many connectors waits on it.
 
 Measured on a cancel of 50 connectors (the supervisor forks and greets 50 hosts at once); each
-patch keeps what Thespian does and drops work nobody uses. ``system._patch_thespian`` installs
+patch keeps what Thespian does and drops work nobody uses. ``system.patch_thespian`` installs
 them once, in the servo's process before its actor system starts, so every actor process
 inherits them; ``thespian_internals`` checks at start-up that what they wrap is still there.
 """
