@@ -9,6 +9,9 @@
 - ``kube_cluster`` (session) and ``kube_namespace``: the real local Kubernetes cluster for tests
   marked ``kube`` (tests/support/kube_local.py). Without the Go toolchain those tests are
   deselected with one line saying why, except under ``CI=true`` where they fail.
+- Hypothesis runs without its wall-clock checks (no per-example deadline, no "too slow" health
+  check): these machines are shared, and a property must fail on its assertions, never on how
+  long a busy machine took to run an example.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from hypothesis import HealthCheck, settings
 
 from servo_actors.actors.linux import processes
 from servo_actors.actors.transport import system
@@ -34,6 +38,9 @@ if SUPPORT not in sys.path:
     sys.path.insert(0, SUPPORT)
 
 import kube_local  # noqa: E402  (tests/support, just put on the path)
+
+settings.register_profile("servo-actors", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("servo-actors")
 
 SURVIVOR_GRACE = 3.0
 """Seconds a stopped system's processes get to disappear before the test is failed."""
