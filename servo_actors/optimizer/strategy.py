@@ -40,9 +40,9 @@ the best trials (acquisition.py). Both read the same Gaussian process (gp.py: nu
    until the initial design is complete (the design's size is the plan's to set).
 
 On the synthetic application (minimize cost, p99_latency <= 250, error_rate <= 0.01; 20 seeds,
-one noisy reading per evaluation) the cheapest step that looked feasible is on average 1.06 times
-each seed's optimum at 16 evaluations and 1.02 at 32 (the trust region alone: 1.11 and 1.08;
-random sampling 1.27); the demo's own run, confirmation included, recommends 1.02 times it after
+one noisy reading per evaluation) the cheapest step that looked feasible is on average 1.065 times
+each seed's optimum at 16 evaluations and 1.025 at 32 (the trust region alone: 1.11 and 1.08;
+random sampling 1.27); the demo's own run, confirmation included, recommends 1.020 times it after
 30 steps (200 seeds). The model probes the constraint's boundary: ~60 % of its proposals read
 infeasible (the trust region alone: ~30 %), about a third of those twice or more over a bound
 (confirm.py keeps a step that only looked feasible from being recommended). A model
