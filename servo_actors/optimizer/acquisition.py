@@ -13,6 +13,17 @@ feasibility alone (ties to the lower predicted objective). Candidates likely eno
 (``LIKELY_FEASIBLE``) are preferred when any of them promises an improvement: a far-off setting
 starved of CPU is cheap, and its large EI would otherwise outweigh a small feasibility.
 
+Enum ties come first: when a feasible trial at the best one's range values but another enum value
+ties it on the objective (``ENUM_TIE``) with room inside every bound (``TIE_SLACK``), and no
+cheaper one-step move from that tie was measured yet, the next proposal is the likeliest feasible
+of the cheaper one-step moves of a range from it. The models share what they learn about a range
+across an enum's values, and an enum value can move a range's cliff: on the demo, memory can go a
+step or two lower with gc=parallel than with g1 (less heap), although at equal memory parallel
+is a little slower; the models, having seen g1 fail at lower memory, would not try it. On the
+demo's own run (scripts/bench_search.py, 30 steps) this took the mean recommendation from 1.022 to
+1.020 times the optimum over seeds 0-199 (at the optimum on 119 seeds instead of 115), and from
+1.029 to 1.025 over seeds 200-399, which no setting was chosen on.
+
 Candidates, as grid indices so that a thousand cost little: every one- and two-setting step from
 the best trials (``LOCAL_CENTERS``), and random points within ``LOCAL_RADIUS`` (unit coordinates,
 per setting) of the best one (``LOCAL_CANDIDATES``). Nothing far away: on the demo's problem,
@@ -24,8 +35,8 @@ Margins are modelled squashed smoothly into +-``MARGIN_CAP`` (a factor of e from
 past a bound only its side matters, and a saturated service's +3 (twenty times the bound) no
 longer sets the models' scale. Measured, not derived: with the margins within +-1 and the
 feasibility squared, the demo's own run (scripts/bench_search.py, 200 seeds: BENCHMARKS.md)
-recommends 1.022 times the optimum after 30 steps on average instead of 1.034 (within +-3, the
-feasibility once), and the one-reading benchmark gets 1.062 / 1.017 at 16 / 32 evaluations
+recommended 1.022 times the optimum after 30 steps on average instead of 1.034 (within +-3, the
+feasibility once; before the enum ties above), and the one-reading benchmark gets 1.062 / 1.017 at 16 / 32 evaluations
 instead of 1.071 / 1.024.
 
 Pure: the only randomness is drawn from the ``random.Random`` passed in.
@@ -47,6 +58,7 @@ from servo_actors.optimizer.space import ENUM_SCALE, Parameter, SearchSpace, Set
 
 __all__ = [
     "CONTINUOUS_POINTS",
+    "ENUM_TIE",
     "FEASIBILITY_POWER",
     "Grid",
     "LIKELY_FEASIBLE",
@@ -55,6 +67,7 @@ __all__ = [
     "LOCAL_RADIUS",
     "MARGIN_CAP",
     "MODEL_TRIALS",
+    "TIE_SLACK",
     "ModelTrial",
     "propose_by_model",
 ]
@@ -73,6 +86,14 @@ LIKELY_FEASIBLE = 0.3
 MARGIN_CAP = 1.0
 """Margins are modelled as ``MARGIN_CAP * tanh(margin / MARGIN_CAP)``: unchanged near the bound,
 within +-this far from it (a log ratio: a factor of e), where only the side of the bound matters."""
+ENUM_TIE = 0.01
+"""A feasible trial that differs from the best one only in enum values, and whose objective (as
+modelled: a log ratio when positive) is within this of it, is a *tie*: the models cannot tell which
+of the two enum values lets the ranges go further, so the cheaper one-step moves from the tie are
+measured before the usual choice (``_step_from_a_tie``)."""
+TIE_SLACK = 0.05
+"""A tie counts only when it meets every constraint by at least this margin (a log ratio: 5 %
+inside each bound); one that only just met them leaves no room for a cheaper step."""
 _TINY = 1e-12
 
 
@@ -227,6 +248,48 @@ def _rank(trial: ModelTrial) -> tuple[int, float]:
     return (1, max(trial.margins, default=math.inf))
 
 
+def _step_from_a_tie(
+    grid: Grid,
+    tried_index: np.ndarray,
+    order: Sequence[int],
+    objective: np.ndarray,
+    margins: np.ndarray,
+    pool: np.ndarray,
+    mean: np.ndarray,
+    feasibility: np.ndarray,
+) -> int | None:
+    """The row of ``pool`` to try from a tie of the best trial, or None (see ``ENUM_TIE``).
+
+    A tie is a feasible trial at the best one's range values with other enum values and an
+    objective within ``ENUM_TIE`` of it, meeting every constraint by ``TIE_SLACK``. From the first
+    tie none of whose cheaper one-step moves
+    was measured yet: the untried one-step move of a single range that the objective's model
+    predicts cheaper than the tie, the likeliest feasible of them. One such move per tie: a tie
+    that only looked feasible (a reading just inside a bound) costs one step, not a descent.
+    """
+    best = order[0]
+    ranges = np.array([p.kind == "range" for p in grid.parameters])
+    for i in order[1:]:
+        if objective[i] > objective[best] + ENUM_TIE:
+            break
+        elsewhere = (tried_index[i][ranges] != tried_index[best][ranges]).any()
+        if elsewhere or margins[i].max(initial=-np.inf) > -TIE_SLACK:
+            continue
+        tried_moves = tried_index != tried_index[i][None, :]
+        if (
+            (tried_moves.sum(axis=1) == 1)
+            & ~tried_moves[:, ~ranges].any(axis=1)
+            & (np.abs(tried_index - tried_index[i][None, :]).sum(axis=1) == 1)
+            & (objective < objective[i])
+        ).any():
+            continue  # a cheaper step from this tie was measured already: the usual choice goes on
+        moved = pool != tried_index[i][None, :]
+        steps = (moved.sum(axis=1) == 1) & ~moved[:, ~ranges].any(axis=1) & (mean < objective[i])
+        if steps.any():
+            return int(np.argmax(np.where(steps, feasibility, -np.inf)))
+    return None
+
+
 def propose_by_model(space: SearchSpace, trials: Sequence[ModelTrial], rng: random.Random) -> Settings | None:
     """The untried settings with the largest constrained expected improvement; None when the
     models cannot be fitted (too few trials) or every candidate was tried."""
@@ -306,6 +369,9 @@ def propose_by_model(space: SearchSpace, trials: Sequence[ModelTrial], rng: rand
             score = np.where(likely, score, 0.0)
         if float(score.max()) <= _TINY:
             score = feasibility - 1e-6 * mean  # nothing to gain: the likeliest feasible, cheaper first
+        step = _step_from_a_tie(grid, tried_index, order, objective, margins, pool, mean, feasibility)
+        if step is not None:
+            return grid.settings(space, pool[step])
     else:
         score = feasibility - 1e-6 * mean
     return grid.settings(space, pool[int(np.argmax(score))])

@@ -87,3 +87,29 @@ def test_pinned_settings_stay_and_continuous_ranges_get_a_grid():
     chosen = propose_by_model(space, trials_on(space, 10), random.Random(2))
     assert chosen["web"]["gc"] == "g1" and 0.5 <= chosen["web"]["memory"] <= 8.0
     assert propose_by_model(space, trials_on(space, 1), random.Random(2)) is None
+
+
+def test_from_a_tie_in_another_enum_value_a_cheaper_step_is_measured_before_the_usual_choice():
+    # Memory is the cost. g1 fails below 4; parallel reads a little worse than g1 at equal memory,
+    # and ties it at 4 with room inside the bound. The models expect parallel to fail below 4 as
+    # g1 does (without the rule: parallel at 5, which teaches nothing); from the tie, the one-step
+    # cheaper move is measured: parallel at 3 (where a GC needing less heap would hold).
+    space = SearchSpace.from_components(
+        {
+            "web": {
+                "settings": {
+                    "memory": {"type": "range", "min": 1, "max": 8, "step": 1, "value": 6},
+                    "gc": {"type": "enum", "values": ["g1", "parallel"], "value": "g1"},
+                }
+            }
+        }
+    )
+
+    def trial(memory: int, gc: str) -> ModelTrial:
+        margin = -0.5 + 2.0 * max(0, 4 - memory) + (0.3 if gc == "parallel" else 0.0)
+        return ModelTrial({"web": {"memory": memory, "gc": gc}}, float(memory), margin <= 0, (margin,))
+
+    trials = [trial(m, "g1") for m in (8, 6, 5, 4, 3, 2)] + [trial(m, "parallel") for m in (8, 6, 4)]
+    for seed in range(4):
+        chosen = propose_by_model(space, trials, random.Random(seed))
+        assert chosen == {"web": {"memory": 3, "gc": "parallel"}}, chosen

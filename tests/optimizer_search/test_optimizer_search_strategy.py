@@ -207,6 +207,21 @@ def test_the_initial_design_stays_near_the_described_values():
     assert described == space.encode(space.current())
 
 
+def test_a_larger_initial_design_than_model_after_is_completed_before_the_model_proposes():
+    space = _space()
+    options = StrategyOptions(initial_samples=9, initial_radius=0.1)
+    assert options.initial_samples > options.model_after
+    history = [Trial(space.current(), 1.0, 0.0)]
+    for n in range(1, 9):
+        settings = propose(space, history, random.Random(f"0/{n}"), options)
+        assert all(
+            _within(p, settings["web"][p.name], space.current()["web"][p.name], 0.1)
+            for p in space.free
+            if p.kind == "range"
+        ), (n, settings)
+        history.append(Trial(settings, 1.0, 0.0))
+
+
 def _threshold_problem(x: int) -> Trial:
     """Cost x; latency 400 / x must stay <= 100, so x >= 4 is feasible."""
     latency = 400.0 / x
