@@ -53,6 +53,7 @@ __all__ = [
     "SUBTREE_KILL_TIMEOUT",
     "SupervisorLost",
     "SystemLink",
+    "actor_pid",
     "kill_subtree",
 ]
 
@@ -100,6 +101,28 @@ def kill_subtree(pid: int, timeout: float = SUBTREE_KILL_TIMEOUT) -> list[int]:
         if not alive or time.monotonic() >= deadline:
             return alive
         time.sleep(processes.KILL_POLL_INTERVAL)
+
+
+def actor_pid(system: ActorSystemHandle, address: Any) -> int | None:
+    """The PID of the actor at ``address`` in ``system``: the process of the system's session that
+    listens on the address's port and whose parent does not (a child forked a moment ago may still
+    hold its parent's socket). None if that cannot be told."""
+    try:
+        port = int(address.addressDetails.sockname[1])
+    except (AttributeError, IndexError, TypeError, ValueError):
+        return None
+    sid = system.session_id
+    if sid is None:
+        return None
+    holders = {
+        pid
+        for pid in processes.session_members(sid)
+        if any(found == port for _, found in processes.listening_sockets(pid))
+    }
+    top = [
+        pid for pid in holders if (stat := processes.proc_stat(pid)) is not None and stat.ppid not in holders
+    ]
+    return top[0] if len(top) == 1 else None
 
 
 class SupervisorLost(SupervisorError):
@@ -183,6 +206,10 @@ class SystemLink:
         self._system = system
         system.start()
         self._supervisor = system.create_actor(supervisor_class)
+        if self._subtree_only:
+            # Watched from now on, not from its first answer: one that dies or hangs while its
+            # connectors start is lost (and killed with them) at once, not at the servo's stop.
+            self._supervisor_pid = actor_pid(system, self._supervisor)
 
     def refused(self, why: str) -> SupervisorLost:
         """A system that could not even be reached (a shared one lost as this link joined it): lost
