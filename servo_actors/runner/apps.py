@@ -9,8 +9,10 @@ recovery) on a thread of its own, with a stop of its own (``SignalWatcher.child`
 or with the whole servo), and its own supervisor in the actor system the tree shares
 (``ServoTree``). One application's trouble (a cancel, a crash loop, a hung or hostile optimizer,
 its supervisor killed) stays its own: the others' threads, supervisors and connectors are not
-touched. An application whose loop ends (past its ``supervisor.microreboots``: GOODBYE
-``failure``) ends alone; the run ends on SIGTERM/SIGINT (GOODBYE from every loop) or once every
+touched. Whether and when a lost supervisor is started again (at once, after its backoff, or never:
+past its ``supervisor.microreboots``), and the root's restart, are the tree's rules' decisions
+(``AppRestarts``, runner/app_restarts.py), carried out by that application's loop on its own
+thread. An application whose loop ends (GOODBYE ``failure``) ends alone; the run ends on SIGTERM/SIGINT (GOODBYE from every loop) or once every
 loop has ended, with the highest exit code among them.
 
 ``observers`` (by ORG/APP) are told of their application's commands and results, on its loop's
@@ -18,7 +20,8 @@ thread (``demo --apps``); ``request_stop(app)`` ends one application's loop alon
 
 Here, on the main thread: the signals, the metrics endpoint (``settings.metrics`` of the first
 document) and SIGHUP. A SIGHUP reads the file again; a broken one is refused (logged) and nothing
-changes. Otherwise, by ORG/APP: an application added starts (its loop says HELLO); one removed
+changes. Otherwise the tree's rules compare the new set of applications with the running one,
+by ORG/APP: an application added starts (its loop says HELLO); one removed
 stops (its loop says GOODBYE ``shutdown``, its connectors are stopped); one whose document changed
 stops the same way and starts again from the new document; the others are not touched.
 """

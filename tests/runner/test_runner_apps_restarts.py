@@ -94,7 +94,9 @@ def test_a_supervisor_killed_again_and_again_restarts_after_a_growing_backoff(se
             entry = measured(drivers[db], proc)
             assert entry.result["annotations"]["p1.pid"] == db_entry.result["annotations"]["p1.pid"]
             assert new_child(admin, known) is None, "restarted before its backoff was over"
-        fresh = kit.wait_until(lambda: new_child(admin, known), FINISH_TIMEOUT, 0.02, what="a fresh supervisor")
+        fresh = kit.wait_until(
+            lambda: new_child(admin, known), FINISH_TIMEOUT, 0.02, what="a fresh supervisor"
+        )
         gap = time.monotonic() - killed_at
         assert gap >= delay, (delay, gap)  # a lower bound: the backoff is waited out, never skipped
         known.add(fresh)
