@@ -125,9 +125,12 @@ class AppRestarts:
 
     def lost(self, app: str, why: str, stop: threading.Event) -> bool:
         """``app``'s subtree was lost (and killed): True once the rules say to start it again (at
-        once, or after its backoff), False once ``stop`` is set first. SupervisorError when the
+        once, or after its backoff), False once ``stop`` is set first (or ``app`` is no longer in
+        the tree). SupervisorError when the
         rules give up on it (or on the whole tree)."""
         with self._cond:
+            if self._rules.state(app) is None:
+                return False  # removed from the tree (a reload): its loop is stopping
             now = self._clock()
             if self._tree.root_lost():
                 effects = self._rules.handle(RootLost(why), now)
