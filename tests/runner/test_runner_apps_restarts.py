@@ -144,3 +144,36 @@ def test_a_supervisor_killed_before_it_first_answers_is_cleaned_up_at_once(servo
     measured(drivers[db], proc)
     proc.signal(signal.SIGTERM)
     assert proc.wait() == 0, proc.log()
+
+
+def test_past_its_microreboots_one_application_gives_up_and_the_other_goes_on(servo, optimizer, kit) -> None:
+    drivers, proc = start(
+        servo,
+        optimizer,
+        kit,
+        [probe("p1")],
+        {"microreboots": {"max": 1, "period": "5m"}, "restart_backoff": {"min": "10ms", "max": "50ms"}},
+    )
+    web, db = APPS
+    db_entry = measured(drivers[db], proc)
+    admin = processes.proc_stat(supervisor_of(db_entry)).ppid
+    supervisor = supervisor_of(measured(drivers[web], proc))
+    known = {child.pid for child in processes.children_of(admin)}
+    os.kill(supervisor, signal.SIGKILL)  # the one restart its intensity allows
+    supervisor = supervisor_of(measured(drivers[web], proc))
+    assert supervisor not in known
+    os.kill(supervisor, signal.SIGKILL)  # one too many: web gives up, alone
+
+    def said_goodbye() -> bool:
+        history = drivers[web].server.state()["history"]
+        return bool(history) and history[-1]["event"] == "GOODBYE"
+
+    kit.wait_until(said_goodbye, FINISH_TIMEOUT, what="web's GOODBYE")
+    assert drivers[web].server.state()["history"][-1]["param"] == {"reason": "failure"}
+    assert "more than 1 restarts within 300s (supervisor.microreboots)" in proc.log()
+    for _ in range(3):
+        entry = measured(drivers[db], proc)
+        assert entry.result["annotations"]["p1.pid"] == db_entry.result["annotations"]["p1.pid"]
+    assert not processes.is_running(supervisor)
+    proc.signal(signal.SIGTERM)
+    assert proc.wait() == 1, proc.log()  # the highest exit code among the loops
