@@ -40,6 +40,7 @@ from typing import Any
 from servo_actors.actors.rules.tree import (
     AppLost,
     AppPolicy,
+    AppState,
     AppStopped,
     AppUp,
     GiveUp,
@@ -108,6 +109,11 @@ class AppRestarts:
     def running_system(self) -> ActorSystemHandle:
         """The shared actor system (``ServoTree.running_system``)."""
         return self._tree.running_system()
+
+    def state(self, app: str) -> AppState | None:
+        """Where ``app``'s subtree is, as the rules see it (None: not in the tree)."""
+        with self._cond:
+            return self._rules.state(app)
 
     def start(self) -> list[str]:
         """The applications to start, in the configuration's order."""
