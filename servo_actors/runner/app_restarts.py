@@ -151,12 +151,12 @@ class AppRestarts:
             while True:
                 if app in self._gave_up:
                     raise SupervisorError(self._gave_up[app])
+                if stop.is_set():
+                    return False
                 if app in self._permits:
                     self._permits.discard(app)
                     self._joined[app] = self._tree.restarts
                     return True
-                if stop.is_set():
-                    return False
                 now = self._clock()
                 self._perform(self._rules.handle(TreeTick(), now))
                 due = self._rules.next_wakeup()
@@ -181,6 +181,7 @@ class AppRestarts:
         (its configuration changed), for the caller to do."""
         with self._cond:
             effects = self._rules.handle(AppStopped(app), self._clock())
+            self._permits.discard(app)  # its new loop starts afresh, not on a permit of the old one
             start = any(isinstance(effect, StartApp) for effect in effects)
             if start:
                 self._gave_up.pop(app, None)

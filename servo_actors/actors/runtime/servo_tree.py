@@ -50,6 +50,7 @@ class ServoTree:
         self._system: ActorSystemHandle | None = None
         self._admin: tuple[int, int | None] | None = None  # the admin's PID and start time
         self._restarts = 0
+        self._stopped = False
 
     @property
     def restarts(self) -> int:
@@ -70,6 +71,8 @@ class ServoTree:
             system = self._system
             if system is not None and self._alive(system):
                 return system
+            if self._stopped:
+                raise SupervisorError("the servo's actor system is stopped")
             if system is not None or self._restarts:
                 raise SupervisorError("the servo's actor system is lost (its admin or logger is gone)")
             return self._start()
@@ -83,6 +86,8 @@ class ServoTree:
         """Kill what is left of the shared system (every application's subtree with it) and start
         a fresh one: the root's restart."""
         with self._lock:
+            if self._stopped:
+                raise SupervisorError("the servo's actor system is stopped")
             system = self._system
             self._restarts += 1
             if system is not None:
@@ -122,6 +127,7 @@ class ServoTree:
         """Kill every process of the tree (the applications' runtimes stopped theirs first) and
         remove its run directory. Idempotent."""
         with self._lock:
+            self._stopped = True  # for good: a loop still running cannot start it again
             system, self._system = self._system, None
             if system is not None:
                 self._kill(system)
