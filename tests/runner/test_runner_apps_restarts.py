@@ -180,3 +180,35 @@ def test_past_its_microreboots_one_application_gives_up_and_the_other_goes_on(se
     assert not processes.is_running(supervisor)
     proc.signal(signal.SIGTERM)
     assert proc.wait() == 1, proc.log()  # the highest exit code among the loops
+
+
+def test_the_root_lost_past_its_intensity_ends_every_application(servo, optimizer, kit) -> None:
+    drivers, documents = {}, []
+    for app in APPS:
+        driver = kit.QueueDriver(idle_sleep=0.1)
+        server = optimizer(driver, app=app)
+        driver.server = server
+        drivers[app] = driver
+        config = kit.servo_config(server, [probe("p1")])
+        # The first document's microreboots bound the whole tree's restarts too.
+        config["supervisor"] = {
+            "liveness": {"interval": "200ms", "timeout": "1s"},
+            "microreboots": {"max": 1, "period": "5m"},
+        }
+        documents.append(config)
+    proc = servo(documents)
+    for _ in range(2):
+        entries = {app: measured(drivers[app], proc) for app in APPS}  # every application answers
+        admin = processes.proc_stat(supervisor_of(entries[APPS[0]])).ppid
+        assert processes.proc_stat(supervisor_of(entries[APPS[1]])).ppid == admin
+        os.kill(admin, signal.SIGKILL)  # the first: the whole tree restarts; the second: too many
+
+    def said_goodbye(app: str) -> bool:
+        history = drivers[app].server.state()["history"]
+        return bool(history) and history[-1]["event"] == "GOODBYE"
+
+    for app in APPS:
+        kit.wait_until(lambda app=app: said_goodbye(app), FINISH_TIMEOUT, what=f"{app}'s GOODBYE")
+        assert drivers[app].server.state()["history"][-1]["param"] == {"reason": "failure"}
+    assert proc.wait() == 1, proc.log()
+    assert "restarts of the whole tree within 300s: giving up" in proc.log()
