@@ -104,25 +104,24 @@ def kill_subtree(pid: int, timeout: float = SUBTREE_KILL_TIMEOUT) -> list[int]:
 
 
 def actor_pid(system: ActorSystemHandle, address: Any) -> int | None:
-    """The PID of the actor at ``address`` in ``system``: the process of the system's session that
-    listens on the address's port and whose parent does not (a child forked a moment ago may still
-    hold its parent's socket). None if that cannot be told."""
+    """The PID of the top-level actor at ``address`` in ``system``: the child of the system's admin
+    (the session's process whose parent is outside it) that listens on the address's port. Only
+    the admin's children are read (its logger and the applications' supervisors), not every
+    connector of the session. None if that cannot be told."""
     try:
-        port = int(address.addressDetails.sockname[1])
+        host, port = str(address.addressDetails.sockname[0]), int(address.addressDetails.sockname[1])
     except (AttributeError, IndexError, TypeError, ValueError):
         return None
     sid = system.session_id
     if sid is None:
         return None
-    holders = {
-        pid
-        for pid in processes.session_members(sid)
-        if any(found == port for _, found in processes.listening_sockets(pid))
+    stats = {
+        pid: stat for pid in processes.session_members(sid) if (stat := processes.proc_stat(pid)) is not None
     }
-    top = [
-        pid for pid in holders if (stat := processes.proc_stat(pid)) is not None and stat.ppid not in holders
-    ]
-    return top[0] if len(top) == 1 else None
+    admins = {pid for pid, stat in stats.items() if stat.ppid not in stats}
+    children = (pid for pid, stat in stats.items() if stat.ppid in admins)
+    holders = processes.listeners_on(port, children, ipv6=":" in host)
+    return holders[0] if len(holders) == 1 else None
 
 
 class SupervisorLost(SupervisorError):
