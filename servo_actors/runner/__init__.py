@@ -28,14 +28,17 @@ lost (the supervisor, Thespian's admin or logger dead, stopped or not answering)
 it; the command in flight is answered ``failed`` (reason ``supervisor-lost``) and the loop starts a
 fresh actor system (a microreboot) before it polls again, also in the middle of a SLEEP. More than
 ``supervisor.microreboots.max`` of them within ``period`` end the run (GOODBYE ``failure``, exit 1).
+With several applications, each loop's microreboots (at once, after a backoff, or never again) are
+the tree's rules' decisions (``app_restarts``).
 
 The package's modules, each on the ones after it: ``apps`` (``AppsRunner``: a servo of several
 applications, a ``Runner`` each), ``loop`` (``Runner``: the serve loop, the dispatch of a command,
 a SLEEP, GOODBYE; it holds the collaborators below), ``operations`` (``Operations``: one command
 through the operation path, its progress and result posts), ``reload`` (``Reload``: SIGHUP),
 ``recovery`` (``Recovery``: microreboots, requests awaited while the watchdog ticks), ``state``
-(``RunnerState``: what the runner and its collaborators share) and ``params`` (commands and results
-as the wire has them).
+(``RunnerState``: what the runner and its collaborators share), ``params`` (commands and results
+as the wire has them) and ``app_restarts`` (``AppRestarts``: the tree's rules carried out for the
+applications of a servo of several).
 """
 
 from __future__ import annotations

@@ -9,8 +9,10 @@ recovery) on a thread of its own, with a stop of its own (``SignalWatcher.child`
 or with the whole servo), and its own supervisor in the actor system the tree shares
 (``ServoTree``). One application's trouble (a cancel, a crash loop, a hung or hostile optimizer,
 its supervisor killed) stays its own: the others' threads, supervisors and connectors are not
-touched. An application whose loop ends (past its ``supervisor.microreboots``: GOODBYE
-``failure``) ends alone; the run ends on SIGTERM/SIGINT (GOODBYE from every loop) or once every
+touched. Whether and when a lost supervisor is started again (at once, after its backoff, or never:
+past its ``supervisor.microreboots``), and the root's restart, are the tree's rules' decisions
+(``AppRestarts``, runner/app_restarts.py), carried out by that application's loop on its own
+thread. An application whose loop ends (GOODBYE ``failure``) ends alone; the run ends on SIGTERM/SIGINT (GOODBYE from every loop) or once every
 loop has ended, with the highest exit code among them.
 
 ``observers`` (by ORG/APP) are told of their application's commands and results, on its loop's
@@ -18,7 +20,8 @@ thread (``demo --apps``); ``request_stop(app)`` ends one application's loop alon
 
 Here, on the main thread: the signals, the metrics endpoint (``settings.metrics`` of the first
 document) and SIGHUP. A SIGHUP reads the file again; a broken one is refused (logged) and nothing
-changes. Otherwise, by ORG/APP: an application added starts (its loop says HELLO); one removed
+changes. Otherwise the tree's rules compare the new set of applications with the running one,
+by ORG/APP: an application added starts (its loop says HELLO); one removed
 stops (its loop says GOODBYE ``shutdown``, its connectors are stopped); one whose document changed
 stops the same way and starts again from the new document; the others are not touched.
 """
@@ -31,11 +34,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from servo_actors import observability
+from servo_actors.actors.rules.tree import StartApp, StopApp
 from servo_actors.actors.runtime.servo_tree import ServoTree
 from servo_actors.config import ServoConfig
 from servo_actors.errors import ConfigError, ServoError
 from servo_actors.logs import log_as_app
 from servo_actors.observability import events
+from servo_actors.runner.app_restarts import AppRestarts, policy_of
 from servo_actors.runner.loop import Runner
 from servo_actors.runner.state import Observer
 from servo_actors.signals import SignalWatcher
@@ -75,6 +80,16 @@ class AppsRunner:
         self.config_path = config_path
         self.signals = signals
         self.tree = ServoTree()
+        first = next(iter(self.configs.values()))
+        root = first.supervisor.microreboots
+        # The tree's rules: each application's microreboots and backoff, the root's intensity
+        # (the first document's supervisor.microreboots).
+        self.restarts = AppRestarts(
+            self.tree,
+            {app: policy_of(config) for app, config in self.configs.items()},
+            root_max_restarts=root.max,
+            root_period=root.period,
+        )
         self.loops: dict[str, _Loop] = {}
         self._ending: list[_Loop] = []  # stopped by a reload, finishing their GOODBYE
         self._waiters: list[threading.Thread] = []  # each starts a changed application again
@@ -89,8 +104,8 @@ class AppsRunner:
             with observability.serving_apps(first.settings.metrics, apps):
                 # Started here, on the main thread, before any loop's thread exists (a fork).
                 self.tree.running_system()
-                for config in self.configs.values():
-                    self._start(config)
+                for app in self.restarts.start():
+                    self._start(self.configs[app])
                 while any(thread.is_alive() for thread in self._threads()):
                     self.signals.stop.wait(MAIN_WAIT)
                     if self.signals.stop.is_set():
@@ -120,7 +135,7 @@ class AppsRunner:
             config,
             config_path=self.config_path,
             signals=signals,
-            root=self.tree,
+            root=self.restarts,
             observer=self.observers.get(app),
         )
         thread = threading.Thread(target=self._run_one, args=(runner,), name=f"app {app}")
@@ -159,27 +174,26 @@ class AppsRunner:
             log.error("configuration reload refused, keeping the running applications: %s", exc)
             return
         running = self.configs
-        added = [app for app in new if app not in running]
-        removed = [app for app in running if app not in new]
-        changed = [app for app in new if app in running and _differs(new[app], running[app])]
+        effects = self.restarts.reconfigured({app: policy_of(config) for app, config in new.items()})
         log.info(
-            "configuration reload from %s: %d added, %d removed, %d changed, %d untouched",
+            "configuration reload from %s: %d applications, %d to start, %d to stop",
             source,
-            len(added),
-            len(removed),
-            len(changed),
-            len(new) - len(added) - len(changed),
+            len(new),
+            sum(isinstance(effect, StartApp) for effect in effects),
+            sum(isinstance(effect, StopApp) for effect in effects),
         )
-        for app in removed:
-            if app in self.loops:
-                self._stop(app)
-            del self.configs[app]
-        for app in changed:
-            old = self._stop(app) if app in self.loops else None
-            self._restart_after(old, new[app])
-        for app in added:
-            self.configs[app] = new[app]
-            self._start(new[app])
+        for effect in effects:
+            app = effect.app
+            if app not in new:  # removed: its loop says GOODBYE and ends
+                if app in self.loops:
+                    self._stop(app)
+                running.pop(app, None)
+            elif app in running:  # changed: stopped, started again from the new document once ended
+                old = self._stop(app) if app in self.loops else None
+                self._restart_after(old, new[app])
+            else:  # added
+                self.configs[app] = new[app]
+                self._start(new[app])
 
     def _restart_after(self, old: _Loop | None, config: ServoConfig) -> None:
         """Start ``config``'s loop once the old one of its application has ended (its GOODBYE sent,
@@ -190,6 +204,7 @@ class AppsRunner:
         def restart() -> None:
             if old is not None:
                 old.thread.join()
+            self.restarts.stopped(app)  # the rules start it again (StartApp) or already have
             if not self.signals.stop.is_set():
                 self._start(config)
 
@@ -213,8 +228,5 @@ class AppsRunner:
             log.error("%s: its loop ended (exit code %d); the other applications go on", app, code)
         self._codes[app] = max(code, self._codes.get(app, 0))
         if (runner.config.app or "") not in self.configs:
+            self.restarts.stopped(runner.config.app or "")
             events.app_removed(runner.config.app or "")  # a reload removed it: no probe answers for it
-
-
-def _differs(new: ServoConfig, old: ServoConfig) -> bool:
-    return new.model_dump(mode="json") != old.model_dump(mode="json")

@@ -12,7 +12,6 @@ import time
 
 from servo_actors import observability
 from servo_actors.actors import ServoRuntime
-from servo_actors.actors.runtime.servo_runtime import RootSystem
 from servo_actors.actors.runtime.system_link import SupervisorLost
 from servo_actors.config import ServoConfig
 from servo_actors.errors import SupervisorError
@@ -24,6 +23,7 @@ from servo_actors.protocol.commands import (
     MeasureCommand,
     SleepCommand,
 )
+from servo_actors.runner.app_restarts import AppRestarts
 from servo_actors.runner.operations import Operations
 from servo_actors.runner.params import connector_control, json_data, settings_only, telemetry
 from servo_actors.runner.recovery import Recovery
@@ -58,7 +58,7 @@ class Runner:
         config_path: str | None = None,
         observer: Observer | None = None,
         signals: SignalWatcher | None = None,
-        root: RootSystem | None = None,
+        root: AppRestarts | None = None,
     ) -> None:
         self._state = RunnerState(
             config, config_path=config_path, observer=observer, signals=signals, root=root

@@ -23,6 +23,7 @@ from servo_actors.config import ServoConfig
 from servo_actors.errors import SupervisorError
 from servo_actors.observability import events
 from servo_actors.protocol.progress_lane import in_background
+from servo_actors.runner.app_restarts import AppRestarts
 from servo_actors.runner.state import RunnerState
 from servo_actors.signals import StopRequested
 
@@ -56,6 +57,8 @@ class Recovery:
         assert state.runtime is not None
         names = [spec.name for spec in state.config.connectors]
         events.connectors_ready(names)
+        if state.root is not None:
+            state.root.up(state.config.app or "")
         not_up = state.runtime.not_up_why
         if not_up:
             listed = "; ".join(f"{name} ({why})" for name, why in sorted(not_up.items()))
@@ -76,9 +79,14 @@ class Recovery:
             raise StopRequested(state.stop_name())
 
     def recover(self, lost: SupervisorLost) -> bool:
-        """Microreboots until one holds; SupervisorError past the intensity, False when stopped."""
+        """Microreboots until one holds; SupervisorError past the intensity, False when stopped.
+
+        One application of several (``state.root``): the tree's rules decide whether and when
+        (its backoff, waited out on this loop's thread only) each microreboot happens."""
         state = self._state
         assert state.runtime is not None
+        if state.root is not None:
+            return self._recover_in_tree(lost, state.root)
         while True:
             reboots = state.config.supervisor.microreboots
             if self.microreboots.record(time.monotonic()):
@@ -86,6 +94,25 @@ class Recovery:
                     f"{lost}; more than {reboots.max} microreboots within {reboots.period:g}s "
                     "(supervisor.microreboots): giving up"
                 )
+            events.microreboot(str(lost))
+            started = time.monotonic()
+            try:
+                if not state.runtime.reboot(stop=state.signals.stop):
+                    return False
+            except SupervisorLost as again:
+                lost = again
+                continue
+            log.info("microreboot done in %.2fs: fresh connectors answer", time.monotonic() - started)
+            self.connectors_started()
+            return True
+
+    def _recover_in_tree(self, lost: SupervisorLost, restarts: AppRestarts) -> bool:
+        state = self._state
+        assert state.runtime is not None
+        app = state.config.app or ""
+        while True:
+            if not restarts.lost(app, str(lost), state.signals.stop):
+                return False
             events.microreboot(str(lost))
             started = time.monotonic()
             try:

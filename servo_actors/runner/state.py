@@ -11,11 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 from servo_actors.actors import ServoRuntime
-from servo_actors.actors.runtime.servo_runtime import RootSystem
 from servo_actors.config import ServoConfig
 from servo_actors.identity import IdentityGuard
 from servo_actors.observability import events
 from servo_actors.protocol.client import OptimizerClient
+from servo_actors.runner.app_restarts import AppRestarts
 from servo_actors.signals import SignalWatcher
 
 __all__ = ["Observer", "RunnerState"]
@@ -34,7 +34,7 @@ class RunnerState:
         config_path: str | None = None,
         observer: Observer | None = None,
         signals: SignalWatcher | None = None,
-        root: RootSystem | None = None,
+        root: AppRestarts | None = None,
     ) -> None:
         from servo_actors.config.loading import require_optimizer
 
@@ -43,7 +43,8 @@ class RunnerState:
         self.config_path = config_path
         self.signals = signals or SignalWatcher()
         self.root = root
-        """With a root (a servo of several applications, ``ServoTree``): this runner is one
+        """With a root (a servo of several applications: ``AppRestarts``, over the shared actor
+        system, whose rules decide this application's microreboots): this runner is one
         application's loop on a thread of its own, with a ``SignalWatcher.child`` of its own as
         ``signals``. Its connectors join the root's actor system; the signals, SIGHUP and the
         metrics endpoint are the caller's, on the main thread."""

@@ -184,3 +184,59 @@ def test_an_applications_event_never_names_another_application(steps) -> None:
         else:
             assert named(effects) <= {event.app}
         assert not any(isinstance(effect, (StopAll, GiveUpAll)) for effect in effects)
+
+
+def test_a_streak_of_losses_restarts_after_growing_gaps_up_to_the_maximum() -> None:
+    """What the running servo waits between one application's restarts (``runner/app_restarts.py``):
+    at once, then backoff_min doubling up to backoff_max, while another application restarts at once."""
+    policy = AppPolicy(max_restarts=10, period=600.0, backoff_min=1.0, backoff_max=6.0, jitter=0.0)
+    rules = TreeSupervision({WEB: policy, DB: policy}, rng=random.Random(1))
+    rules.start()
+    now, gaps = 0.0, []
+    for _ in range(6):
+        now += 0.5
+        effects = rules.handle(AppLost(WEB, "died"), now)
+        if StartApp(WEB) in effects:
+            gaps.append(0.0)
+        else:
+            due = rules.next_wakeup()
+            assert due is not None
+            if rules.restarts(DB) == 0:  # its own first loss restarts at once, WEB waiting or not
+                assert rules.handle(AppLost(DB, "died"), now) == [KillApp(DB), StartApp(DB)]
+            assert rules.handle(TreeTick(), due - 0.01) == []
+            assert rules.handle(TreeTick(), due) == [StartApp(WEB)]
+            gaps.append(due - now)
+            now = due
+            rules.handle(AppUp(DB), now)
+        rules.handle(AppUp(WEB), now)
+    assert gaps == pytest.approx([0.0, 1.0, 2.0, 4.0, 6.0, 6.0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(EVENTS, st.floats(min_value=0.0, max_value=5.0)), max_size=40),
+    st.floats(min_value=0.0, max_value=1.0),
+    st.integers(min_value=0, max_value=2**32),
+)
+def test_every_restart_waits_its_backoff_and_no_application_waits_on_another(steps, jitter, seed) -> None:
+    """Any interleaving of three applications' losses, answers and stops, at any pace and jitter:
+    a restart that waits is due within [backoff_min * (1 - jitter), backoff_max] of its loss and
+    happens on the first tick at or after that time; a tick leaves no application past its due
+    time waiting (one application's backoff never holds another's restart)."""
+    policy = AppPolicy(max_restarts=3, period=60.0, backoff_min=1.0, backoff_max=8.0, jitter=jitter)
+    rules = TreeSupervision({app: policy for app in (WEB, DB, CI)}, rng=random.Random(seed))
+    rules.start()
+    now = 0.0
+    for event, pause in steps:
+        now += pause
+        before = rules.next_wakeup()
+        effects = rules.handle(event, now)
+        if isinstance(event, AppLost) and rules.state(event.app) is AppState.RESTARTING:
+            due = rules.next_wakeup()
+            assert due is not None
+            if before is None or due < before:
+                assert 1.0 * (1 - jitter) - 1e-9 <= due - now <= 8.0 + 1e-9
+        if isinstance(event, TreeTick):
+            assert all(isinstance(effect, StartApp) for effect in effects)
+            due = rules.next_wakeup()
+            assert due is None or due > now, "an application left waiting past its backoff"

@@ -31,6 +31,7 @@ __all__ = [
     "kill_process_group",
     "kill_session",
     "libc",
+    "listeners_on",
     "listening_sockets",
     "proc_stat",
     "session_members",
@@ -276,3 +277,28 @@ def listening_sockets(pid: int) -> list[tuple[str, int]]:
                 address, port = cols[1].split(":")
                 found.append((_hex_address(address), int(port, 16)))
     return found
+
+
+def listeners_on(port: int, pids: Iterable[int], *, ipv6: bool = False) -> list[int]:
+    """Those of ``pids`` that hold a TCP socket listening on ``port`` (IPv4, or IPv6 with ``ipv6``),
+    the table read once (the kernel takes milliseconds to write it), from the first one's network
+    namespace (``pids`` share one)."""
+    pids = list(pids)
+    if not pids:
+        return []
+    listening: set[int] = set()
+    for table in (f"/proc/{pids[0]}/net/tcp6" if ipv6 else f"/proc/{pids[0]}/net/tcp",):
+        try:
+            with open(table) as handle:
+                lines = handle.readlines()[1:]
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        local = f":{port:04X} "  # the local address's port, as the table writes it
+        for line in lines:
+            if local not in line:
+                continue  # most lines: split only the few that may match
+            cols = line.split()
+            # st "0A" is TCP_LISTEN; column 9 is the socket's inode.
+            if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                listening.add(int(cols[9]))
+    return [pid for pid in pids if listening & _socket_inodes(pid)] if listening else []

@@ -119,7 +119,8 @@ class RootSystem(Protocol):
     runtime joins it instead of starting one of its own."""
 
     def running_system(self) -> ActorSystemHandle:
-        """The shared system, running: started again first if it was lost (the root's restart)."""
+        """The shared system, running; SupervisorError if it is lost (its restart is the root's
+        decision, not a joining application's)."""
         ...
 
 

@@ -15,11 +15,10 @@ added costs its supervisor process and its connectors, nothing more.
 Each application's runtime (``ServoRuntime`` with ``root``) talks to its own supervisor through
 its own endpoint of the system (``ActorSystemHandle.joining``), on its own thread: it hears only
 its supervisor's answers, and a loss of its supervisor kills that supervisor with its connectors
-and nothing else (``SystemLink.kill_subtree``); its loop then restarts it (a microreboot of that
-application only, within its own ``supervisor.microreboots``). The root itself lost (the admin or
-the logger dead: every supervisor dies with the admin) is the whole tree lost: each application
-finds its supervisor gone, and the first to reboot starts the system again here
-(``running_system``), the others join the new one.
+and nothing else (``SystemLink.kill_subtree``). When and whether it is started again is the
+tree's rules' decision (``actors/rules/tree.py``, carried out by ``runner/app_restarts.py``): so
+is the root's restart (``restart``) once its admin or logger is gone (``root_lost``; every
+supervisor dies with the admin). Until then ``running_system`` refuses to hand out the lost system.
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ from pathlib import Path
 from servo_actors.actors.linux import descendants, processes
 from servo_actors.actors.transport.ports import LOOPBACK, port_is_taken
 from servo_actors.actors.transport.system import ActorSystemHandle
+from servo_actors.errors import SupervisorError
 
 __all__ = ["ServoTree"]
 
@@ -50,6 +50,7 @@ class ServoTree:
         self._system: ActorSystemHandle | None = None
         self._admin: tuple[int, int | None] | None = None  # the admin's PID and start time
         self._restarts = 0
+        self._stopped = False
 
     @property
     def restarts(self) -> int:
@@ -62,23 +63,46 @@ class ServoTree:
         return self._system.session_id if self._system is not None else None
 
     def running_system(self) -> ActorSystemHandle:
-        """The shared system, started (again, if its admin or logger is gone: the root's restart).
+        """The shared system, started on first use. SupervisorError if it is lost (its admin or
+        logger gone): only ``restart`` starts it again, when the tree's rules say so.
 
         Safe from any thread; one start at a time."""
         with self._lock:
             system = self._system
             if system is not None and self._alive(system):
                 return system
+            if self._stopped:
+                raise SupervisorError("the servo's actor system is stopped")
+            if system is not None or self._restarts:
+                raise SupervisorError("the servo's actor system is lost (its admin or logger is gone)")
+            return self._start()
+
+    def root_lost(self) -> bool:
+        """Whether the shared system was started and its admin or logger is gone since."""
+        with self._lock:
+            return self._system is not None and not self._alive(self._system)
+
+    def restart(self) -> ActorSystemHandle:
+        """Kill what is left of the shared system (every application's subtree with it) and start
+        a fresh one: the root's restart."""
+        with self._lock:
+            if self._stopped:
+                raise SupervisorError("the servo's actor system is stopped")
+            system = self._system
+            self._restarts += 1
             if system is not None:
-                self._restarts += 1
                 _log.error(
                     "the servo's actor system is lost (its admin or logger is gone): starting it again"
                 )
                 self._kill(system)
-            system = ActorSystemHandle(self._run_dir)
-            system.start()
-            self._system, self._admin = system, _admin_of(system)
-            return system
+            self._system = None
+            return self._start()
+
+    def _start(self) -> ActorSystemHandle:
+        system = ActorSystemHandle(self._run_dir)
+        system.start()
+        self._system, self._admin = system, _admin_of(system)
+        return system
 
     def _alive(self, system: ActorSystemHandle) -> bool:
         """Whether the admin still runs (it exits within milliseconds of its logger, too). Its
@@ -103,6 +127,7 @@ class ServoTree:
         """Kill every process of the tree (the applications' runtimes stopped theirs first) and
         remove its run directory. Idempotent."""
         with self._lock:
+            self._stopped = True  # for good: a loop still running cannot start it again
             system, self._system = self._system, None
             if system is not None:
                 self._kill(system)

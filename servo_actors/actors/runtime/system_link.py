@@ -53,6 +53,7 @@ __all__ = [
     "SUBTREE_KILL_TIMEOUT",
     "SupervisorLost",
     "SystemLink",
+    "actor_pid",
     "kill_subtree",
 ]
 
@@ -100,6 +101,27 @@ def kill_subtree(pid: int, timeout: float = SUBTREE_KILL_TIMEOUT) -> list[int]:
         if not alive or time.monotonic() >= deadline:
             return alive
         time.sleep(processes.KILL_POLL_INTERVAL)
+
+
+def actor_pid(system: ActorSystemHandle, address: Any) -> int | None:
+    """The PID of the top-level actor at ``address`` in ``system``: the child of the system's admin
+    (the session's process whose parent is outside it) that listens on the address's port. Only
+    the admin's children are read (its logger and the applications' supervisors), not every
+    connector of the session. None if that cannot be told."""
+    try:
+        host, port = str(address.addressDetails.sockname[0]), int(address.addressDetails.sockname[1])
+    except (AttributeError, IndexError, TypeError, ValueError):
+        return None
+    sid = system.session_id
+    if sid is None:
+        return None
+    stats = {
+        pid: stat for pid in processes.session_members(sid) if (stat := processes.proc_stat(pid)) is not None
+    }
+    admins = {pid for pid, stat in stats.items() if stat.ppid not in stats}
+    children = (pid for pid, stat in stats.items() if stat.ppid in admins)
+    holders = processes.listeners_on(port, children, ipv6=":" in host)
+    return holders[0] if len(holders) == 1 else None
 
 
 class SupervisorLost(SupervisorError):
@@ -183,6 +205,10 @@ class SystemLink:
         self._system = system
         system.start()
         self._supervisor = system.create_actor(supervisor_class)
+        if self._subtree_only:
+            # Watched from now on, not from its first answer: one that dies or hangs while its
+            # connectors start is lost (and killed with them) at once, not at the servo's stop.
+            self._supervisor_pid = actor_pid(system, self._supervisor)
 
     def refused(self, why: str) -> SupervisorLost:
         """A system that could not even be reached (a shared one lost as this link joined it): lost
