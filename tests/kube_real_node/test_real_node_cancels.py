@@ -42,7 +42,7 @@ from kube_real import (
     same_settings,
     servo_config,
 )
-from real_node import POD_TIMEOUT, running_containers
+from real_node import POD_TIMEOUT, ready, running_containers
 from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -86,6 +86,15 @@ def pods(cluster: LocalCluster, namespace: str) -> list[dict[str, Any]]:
     return cluster.get(f"/api/v1/namespaces/{namespace}/pods")["items"]  # type: ignore[no-any-return]
 
 
+def balancing_to_ready_pods(cluster: LocalCluster, namespace: str, ready_pods: ReadyPods) -> bool:
+    """Whether the balancer's addresses are those of the namespace's ready pods, none terminating."""
+    listed = pods(cluster, namespace)
+    if any(p["metadata"].get("deletionTimestamp") for p in listed):
+        return False
+    live = sorted(f"{p['status']['podIP']}:8080" for p in listed if ready(p))
+    return bool(live) and sorted(pod.address for pod in ready_pods.pods) == live
+
+
 def containers_match_pods(cluster: LocalCluster, namespace: str) -> dict[str, str] | None:
     """The running containers once they are exactly the sandbox and app of every pod the API server
     has in ``namespace`` (two per pod, none for a pod it no longer has), else None."""
@@ -108,11 +117,11 @@ def test_cancels_at_random_moments_of_real_rollouts_and_loaded_measurements(
     print(f"seed {SEED} (replay with SERVO_KUBE_CANCEL_SEED={SEED})")
     rng = random.Random(SEED)
     create_app(kube_cluster, kube_namespace, manifest=real_manifest())
-    ready = ReadyPods(
+    ready_pods = ReadyPods(
         kube_cluster.bin_dir / "kubectl", kube_cluster.kubeconfig, kube_namespace, f"app={NAME}", 8080
     )
-    balancer = Balancer(ready)
-    ready.start()
+    balancer = Balancer(ready_pods)
+    ready_pods.start()
     balancer.start()
     optimizer = CommandQueue.serve()
     assert optimizer.server is not None
@@ -142,6 +151,10 @@ def test_cancels_at_random_moments_of_real_rollouts_and_loaded_measurements(
         assert final.status == "ok", f"{final.result}\n{servo.log()}"
         holds = cluster_settings(kube_cluster, kube_namespace)
         assert same_settings(holds, last), f"the last adjustment was {last}, the cluster holds {holds}"
+        # The balancer reads the pods every second: once it sends to the rollout's pods only (not to
+        # an address just removed, which takes seconds to fail), a MEASURE under load.
+        wait_until(lambda: balancing_to_ready_pods(kube_cluster, kube_namespace, ready_pods), POD_TIMEOUT,
+                   0.2, "the balancer sending to web's ready pods only")  # fmt: skip
         measured = optimizer.run(measure_command(FINAL_MEASURE_SECONDS, MEASURED), COMMAND_TIMEOUT)
         assert measured.status == "ok", f"{measured.result}\n{servo.log()}"
         metrics = measured.result["metrics"]  # type: ignore[index]
@@ -152,7 +165,7 @@ def test_cancels_at_random_moments_of_real_rollouts_and_loaded_measurements(
         code = servo.stop()
         optimizer.stop()
         balancer.stop()
-        ready.stop()
+        ready_pods.stop()
     assert code == 0, servo.log()
     history = optimizer.server.state()["history"]
     events = [entry["event"] for entry in history if entry.get("event")]
