@@ -22,7 +22,7 @@ optimizer's request history, so they are what the optimizer saw:
 With ``--real-node`` the cluster has its real node and web's pods run there: the project's app
 (servo-actors.local/app:dev) with a readiness probe, so every rollout really starts and stops
 containers (sandbox, container, probe; SIGTERM and the grace period of the old pods), with settings
-sized to the node's 1 CPU and 2 GiB (``REAL_CPU_STEPS``, ``REAL_MEMORY_STEPS``, at most 3 replicas).
+sized to the node's 1 CPU and 2 GiB (kube_real.py's ``real_manifest`` and ``real_values``, at most 3 replicas).
 
 Prints the numbers and writes them into BENCHMARKS.md (the section between the bench_kube_cancels
 markers, or the bench_kube_cancels_real ones). The cluster is taken down at the end (`down`, and
@@ -32,7 +32,6 @@ markers, or the bench_kube_cancels_real ones). The cluster is taken down at the 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import random
@@ -52,8 +51,9 @@ from kube_real import (  # noqa: E402
     ServoRun,
     connector,
     create_app,
-    deployment_manifest,
     random_values,
+    real_manifest,
+    real_values,
     run_cancel_storm,
     servo_config,
 )
@@ -62,42 +62,9 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "BENCHMARKS.md"
 MARKS = ("<!-- bench_kube_cancels:start -->", "<!-- bench_kube_cancels:end -->")
 REAL_MARKS = ("<!-- bench_kube_cancels_real:start -->", "<!-- bench_kube_cancels_real:end -->")
-REAL_LABEL = "servo-actors.io/node"
-REAL_IMAGE = "servo-actors.local/app:dev"
-REAL_CPU_STEPS = [0.1, 0.15, 0.2]
-REAL_MEMORY_STEPS = [0.125, 0.1875, 0.25]
-"""Cores and GiB per pod on the real node: 3 replicas and a surge pod fit its 1 CPU and 2 GiB."""
 DEFAULT_CANCELS = 40
 PROGRESS_INTERVAL = "100ms"
 """How often the servo posts progress: a cancel waits for the next post (not counted here)."""
-
-
-def real_manifest() -> dict[str, Any]:
-    """Deployment web of kube_real.py, its pods on the real node: the project's app, ready once its
-    /readyz answers (probed every second), 100m and 128Mi."""
-    manifest = deployment_manifest()
-    spec = manifest["spec"]["template"]["spec"]
-    spec["nodeSelector"] = {REAL_LABEL: "real"}
-    spec["tolerations"] = [{"key": REAL_LABEL, "operator": "Equal", "value": "real", "effect": "NoSchedule"}]
-    main = spec["containers"][0]
-    main.update({
-        "image": REAL_IMAGE, "imagePullPolicy": "IfNotPresent",
-        "ports": [{"containerPort": 8080, "name": "http"}],
-        "readinessProbe": {"httpGet": {"path": "/readyz", "port": 8080}, "periodSeconds": 1},
-        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "100m", "memory": "128Mi"}},
-    })  # fmt: skip
-    return manifest
-
-
-def real_values(rng: Any) -> dict[str, Any]:
-    """``random_values`` sized to the real node: cpu and memory from the REAL steps, 1-3 replicas."""
-    values = copy.deepcopy(random_values(rng))
-    low = rng.randint(1, 2)
-    values.update({
-        "cpu": rng.choice(REAL_CPU_STEPS), "memory": rng.choice(REAL_MEMORY_STEPS),
-        "min_replicas": low, "max_replicas": rng.randint(2, 3),
-    })  # fmt: skip
-    return values
 
 
 def ms(values: list[float], fraction: float) -> float:

@@ -1,6 +1,8 @@
 """A servo (`servo-actors run`, a real subprocess) tuning a Deployment with an HPA on the real local
 cluster, driven command by command through the embedded optimizer: for tests/connectors_kubernetes_real
-(test_real_cancels.py, test_real_faults.py) and scripts/bench_kube_cancels.py.
+(test_real_cancels.py, test_real_faults.py), tests/kube_real_node/test_real_node_cancels.py and
+scripts/bench_kube_cancels.py. ``real_manifest`` and ``real_values`` put the Deployment's pods on the
+cluster's real node (the project's app, real containers) and size the settings to it.
 
 ::
 
@@ -216,6 +218,45 @@ def same_settings(a: dict[str, Any], b: dict[str, Any]) -> bool:
         else a[k] == b[k]
         for k in a
     )  # fmt: skip
+
+
+# --- the same application on the real node -----------------------------------------------------
+
+REAL_LABEL = "servo-actors.io/node"
+"""The real node's label and taint key (value ``real``): its pods select it and tolerate the taint."""
+REAL_IMAGE = "servo-actors.local/app:dev"
+"""The project's app (kube/app), imported into the real node's containerd at `up`."""
+REAL_CPU_STEPS = [0.1, 0.15, 0.2]
+REAL_MEMORY_STEPS = [0.125, 0.1875, 0.25]
+"""Cores and GiB per pod on the real node: 3 replicas and a surge pod fit its 1 CPU and 2 GiB."""
+
+
+def real_manifest() -> dict[str, Any]:
+    """``deployment_manifest`` with its pods on the real node: the project's app, ready once its
+    /readyz answers (probed every second), 100m and 128Mi, a 1 s grace period."""
+    manifest = deployment_manifest()
+    spec = manifest["spec"]["template"]["spec"]
+    spec["nodeSelector"] = {REAL_LABEL: "real"}
+    spec["tolerations"] = [{"key": REAL_LABEL, "operator": "Equal", "value": "real", "effect": "NoSchedule"}]
+    main = spec["containers"][0]
+    main.update({
+        "image": REAL_IMAGE, "imagePullPolicy": "IfNotPresent",
+        "ports": [{"containerPort": 8080, "name": "http"}],
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": 8080}, "periodSeconds": 1},
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "100m", "memory": "128Mi"}},
+    })  # fmt: skip
+    return manifest
+
+
+def real_values(rng: Any) -> dict[str, Any]:
+    """``random_values`` sized to the real node: cpu and memory from the REAL steps, 1-3 replicas."""
+    values = copy.deepcopy(random_values(rng))
+    low = rng.randint(1, 2)
+    values.update({
+        "cpu": rng.choice(REAL_CPU_STEPS), "memory": rng.choice(REAL_MEMORY_STEPS),
+        "min_replicas": low, "max_replicas": rng.randint(2, 3),
+    })  # fmt: skip
+    return values
 
 
 # --- faults of the control plane (scripts/kube-cluster stop/start/restart COMPONENT) ------------
@@ -471,6 +512,8 @@ class ServoRun:
         self.dir = directory
         self.config_path = directory / "servo.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
+        self.connectors = len(config.get("connectors") or [])
+        """How many connectors it hosts: each in a process of its own, all replaced by a cancel."""
         self.log_path = directory / "servo.log"
         self.marker = uuid.uuid4().hex
         env = {**os.environ, MARKER_VAR: self.marker, "PYTHONUNBUFFERED": "1"}
@@ -651,11 +694,13 @@ def run_cancel_storm(
     max_trials: int,
     say: Any = print,
     values_of: Callable[[Any], dict[str, Any]] = random_values,
+    measure_metrics: list[str] | None = None,
 ) -> CancelStorm:
     """Commands with a cancel pressed at a random moment of each, until ``cancels`` were answered to a
-    progress post; after each, a DESCRIBE. An ADJUST's values are ``values_of(rng)``. Checked on every trial (AssertionError naming the trial
+    progress post; after each, a DESCRIBE. An ADJUST's values are ``values_of(rng)``, a MEASURE asks
+    for ``measure_metrics`` (``measure_command``'s by default). Checked on every trial (AssertionError naming the trial
     and the seed otherwise): a cancel met at a progress post is answered ``cancelled``; every cancel
-    that met the command kills the connector's process and a fresh one answers; the DESCRIBE reads
+    that met the command kills every connector's process and fresh ones answer; the DESCRIBE reads
     what the cluster holds; the servo keeps running; a command not cancelled is ``ok`` (an ADJUST's
     values then are the cluster's)."""
     assert optimizer.server is not None
@@ -665,7 +710,11 @@ def run_cancel_storm(
         storm.trials += 1
         adjusting = rng.random() < 0.65
         values = values_of(rng) if adjusting else None
-        command = adjust_command(values, SETTLEMENT) if values else measure_command(MEASURE_SECONDS)
+        command = (
+            adjust_command(values, SETTLEMENT)
+            if values
+            else measure_command(MEASURE_SECONDS, measure_metrics)
+        )
         window = ADJUST_WINDOW if adjusting else MEASURE_SECONDS
         draw = rng.random()
         delay = (
@@ -675,7 +724,9 @@ def run_cancel_storm(
             f"trial {storm.trials} ({command['cmd']}, cancel {delay:.2f} s after it was sent; seed {seed})"
         )
         before = servo.connector_pids()
-        assert len(before) == 1, f"{where}: connector processes before: {before}\n{servo.log()}"
+        assert len(before) == servo.connectors, (
+            f"{where}: connector processes before: {before}\n{servo.log()}"
+        )
         exchange = optimizer.push(command)
         assert exchange.sent.wait(COMMAND_TIMEOUT), f"{where}: never sent\n{servo.log()}"
         assert exchange.sent_at is not None
@@ -716,11 +767,11 @@ def run_cancel_storm(
             assert exchange.result is not None and exchange.result["reason"] == "test"
         else:
             assert exchange.cancelled and exchange.result is None, f"{where}: {exchange.result}"
-        assert len(after) == 1 and after[0] not in before, (
-            f"{where}: the connector was not replaced ({before} -> {after})\n{servo.log()}"
+        assert len(after) == servo.connectors and not set(after) & set(before), (
+            f"{where}: the connectors were not all replaced ({before} -> {after})\n{servo.log()}"
         )
-        assert before[0] not in marked_pids(servo.marker), (
-            f"{where}: the old connector {before[0]} still lives"
+        assert not set(before) & set(marked_pids(servo.marker)), (
+            f"{where}: old connectors still live: {sorted(set(before) & set(marked_pids(servo.marker)))}"
         )
         described_post = next(
             e for e in history
@@ -736,8 +787,8 @@ def run_cancel_storm(
         )  # fmt: skip
         storm.cancels.append(record)
         say(
-            f"{where}: {record.phase}, answered to the {record.answered_to}, fresh connector "
-            f"{after[0]} described {record.fresh_after * 1000:.0f} ms after the cancel"
+            f"{where}: {record.phase}, answered to the {record.answered_to}, fresh connectors "
+            f"{', '.join(map(str, after))} described {record.fresh_after * 1000:.0f} ms after the cancel"
         )
     storm.elapsed = time.monotonic() - started
     return storm
