@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 import requests
+import yaml
 
 READY_TIMEOUT = 30.0  # seconds for /-/ready after start
 FIRST_SCRAPE_TIMEOUT = 30.0  # seconds until the exporter target has been scraped
@@ -56,14 +57,23 @@ class PrometheusServer:
     """A real Prometheus process on a free loopback port, with its own temporary storage."""
 
     def __init__(
-        self, workdir: Path, targets: list[str], job: str = "exporter", scrape_interval: str = SCRAPE_INTERVAL
+        self,
+        workdir: Path,
+        targets: list[str],
+        job: str = "exporter",
+        scrape_interval: str = SCRAPE_INTERVAL,
+        scrape_configs: list[dict[str, Any]] | None = None,
     ) -> None:
+        """Scrapes ``targets`` as ``job``; ``scrape_configs`` (Prometheus's own section, as dicts)
+        replaces them where a test needs discovery, labels or TLS."""
         self.workdir = workdir
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         config = workdir / "prometheus.yml"
         lines = ["global:", f"  scrape_interval: {scrape_interval}", f"  scrape_timeout: {scrape_interval}"]
-        if targets:
+        if scrape_configs is not None:
+            lines += yaml.safe_dump({"scrape_configs": scrape_configs}).splitlines()
+        elif targets:
             lines += [
                 "scrape_configs:",
                 f"  - job_name: {job}",
