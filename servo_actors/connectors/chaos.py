@@ -49,8 +49,9 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
+from servo_actors.config.fields import StrictModel
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control, ProgressFn
 from servo_actors.durations import parse_duration
 from servo_actors.errors import ConnectorError
@@ -106,9 +107,7 @@ class UnprintableError(ConnectorError, RuntimeError):
         raise RuntimeError("this exception refuses to be represented")
 
 
-class Fault(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class Fault(StrictModel):
     action: Action = "none"
     seconds: float = FOREVER
     message: str = "chaos"
@@ -137,9 +136,7 @@ class Fault(BaseModel):
         return value
 
 
-class ChaosConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ChaosConfig(StrictModel):
     faults: dict[Literal["startup", "describe", "measure", "adjust", "check", "shutdown"], Fault] = Field(
         default_factory=dict
     )

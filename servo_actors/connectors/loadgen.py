@@ -55,9 +55,9 @@ from pathlib import Path
 from typing import Any
 
 import requests
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from servo_actors.config.fields import Duration
+from servo_actors.config.fields import Duration, StrictModel
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control, ProgressFn
 from servo_actors.connectors.loadgen_targets import METHODS, Target, TargetsFormat, read_targets
 from servo_actors.connectors.wait import DEFAULT_PROGRESS_INTERVAL, wait_with_progress
@@ -81,10 +81,8 @@ MAX_CONCURRENCY = 256
 log = logging.getLogger(__name__)
 
 
-class LoadgenConfig(BaseModel):
+class LoadgenConfig(StrictModel):
     """Configuration of ``loadgen``."""
-
-    model_config = ConfigDict(extra="forbid")
 
     url: str | None = None
     """The one URL requests go to; or targets_file."""

@@ -48,9 +48,9 @@ import subprocess
 import time
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from servo_actors.config.fields import Duration
+from servo_actors.config.fields import Duration, StrictModel
 from servo_actors.connectors.base import Connector, ConnectorFailure, Control, ProgressFn
 from servo_actors.connectors.wait import DEFAULT_PROGRESS_INTERVAL, wait_with_progress
 from servo_actors.durations import format_duration
@@ -175,10 +175,8 @@ class SyntheticModel:
         return float(values["cpu"]), float(values["memory"]), float(values["replicas"]), values["gc"]
 
 
-class SyntheticConfig(BaseModel):
+class SyntheticConfig(StrictModel):
     """Configuration of ``synthetic``."""
-
-    model_config = ConfigDict(extra="forbid")
 
     seed: int = 0
     noise: float = Field(0.05, ge=0.0, le=1.0)

@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import field_validator
 
-from servo_actors.config.fields import Duration
+from servo_actors.config.fields import Duration, StrictModel
 from servo_actors.connectors.base import Connector, Control, ProgressFn
 from servo_actors.durations import format_duration
 
@@ -68,10 +68,8 @@ def wait_with_progress(
             return
 
 
-class WaitConfig(BaseModel):
+class WaitConfig(StrictModel):
     """Configuration of ``wait``."""
-
-    model_config = ConfigDict(extra="forbid")
 
     progress_interval: Duration = DEFAULT_PROGRESS_INTERVAL
 

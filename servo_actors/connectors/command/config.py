@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator
 
-from servo_actors.config.fields import Duration
+from servo_actors.config.fields import Duration, StrictModel
 from servo_actors.connectors.wait import DEFAULT_PROGRESS_INTERVAL
 
 __all__ = ["CommandCheck", "CommandConfig", "DEFAULT_TIMEOUT", "env_text"]
@@ -35,11 +35,9 @@ def _checks_by_name(value: Any) -> Any:
     return {"check": value} if isinstance(value, str) else value
 
 
-class CommandCheck(BaseModel):
+class CommandCheck(StrictModel):
     """One check given as a mapping: its command and what ``check`` shows with its result
     (``connectors.check_result``: the remedy is text for a person, never run)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     run: str
     remedy: str | None = None
@@ -55,10 +53,8 @@ class CommandCheck(BaseModel):
         return value
 
 
-class CommandConfig(BaseModel):
+class CommandConfig(StrictModel):
     """Configuration of ``command``: a shell command per operation, all optional."""
-
-    model_config = ConfigDict(extra="forbid")
 
     describe: str | None = None
     measure: str | None = None
