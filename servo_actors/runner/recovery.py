@@ -23,7 +23,6 @@ from servo_actors.config import ServoConfig
 from servo_actors.errors import SupervisorError
 from servo_actors.observability import events
 from servo_actors.protocol.progress_lane import in_background
-from servo_actors.runner.app_restarts import AppRestarts
 from servo_actors.runner.state import RunnerState
 from servo_actors.signals import StopRequested
 
@@ -85,34 +84,17 @@ class Recovery:
         (its backoff, waited out on this loop's thread only) each microreboot happens."""
         state = self._state
         assert state.runtime is not None
-        if state.root is not None:
-            return self._recover_in_tree(lost, state.root)
+        app = state.config.app or ""
         while True:
-            reboots = state.config.supervisor.microreboots
-            if self.microreboots.record(time.monotonic()):
+            if state.root is not None:
+                if not state.root.lost(app, str(lost), state.signals.stop):
+                    return False
+            elif self.microreboots.record(time.monotonic()):
+                reboots = state.config.supervisor.microreboots
                 raise SupervisorError(
                     f"{lost}; more than {reboots.max} microreboots within {reboots.period:g}s "
                     "(supervisor.microreboots): giving up"
                 )
-            events.microreboot(str(lost))
-            started = time.monotonic()
-            try:
-                if not state.runtime.reboot(stop=state.signals.stop):
-                    return False
-            except SupervisorLost as again:
-                lost = again
-                continue
-            log.info("microreboot done in %.2fs: fresh connectors answer", time.monotonic() - started)
-            self.connectors_started()
-            return True
-
-    def _recover_in_tree(self, lost: SupervisorLost, restarts: AppRestarts) -> bool:
-        state = self._state
-        assert state.runtime is not None
-        app = state.config.app or ""
-        while True:
-            if not restarts.lost(app, str(lost), state.signals.stop):
-                return False
             events.microreboot(str(lost))
             started = time.monotonic()
             try:
