@@ -51,7 +51,15 @@ from servo_actors.connectors.kubernetes.rollout_rules import (
 from servo_actors.durations import format_duration
 from servo_actors.errors import ConnectorError
 
-__all__ = ["FAILURE_GRACE", "RETRY_INTERVAL", "RolloutFailed", "RolloutWatcher", "WATCH_WINDOW"]
+__all__ = [
+    "FAILURE_GRACE",
+    "RECHECK_INTERVAL",
+    "RETRY_INTERVAL",
+    "RolloutFailed",
+    "RolloutWatcher",
+    "SETTLED_RECHECK",
+    "WATCH_WINDOW",
+]
 
 WATCH_WINDOW = 2.0
 """Seconds one watch lasts before a fresh read, a look at the pods and a progress report."""
@@ -60,6 +68,11 @@ RETRY_INTERVAL = 1.0
 FAILURE_GRACE = 5.0
 """Seconds a failure the controllers retry (ReplicaFailure, a failed ReplicaSet creation) must last
 before it fails the rollout (``failure_grace`` in the connector's config)."""
+SETTLED_RECHECK = 3.0
+"""Seconds a workload whose pods are all stable may take to be done again during settlement (an
+HPA that scaled it meanwhile: the new pod is still being created) before it counts as unstable."""
+RECHECK_INTERVAL = 0.25
+"""Seconds between reads of such a workload."""
 
 
 class RolloutFailed(ConnectorError):
@@ -318,18 +331,26 @@ class RolloutWatcher:
         report(1.0, "settled")
 
     def _check_settled(self, name: str, baseline: dict[tuple[str, str], int]) -> None:
-        deployment = self._read(name)
-        status = self.status(deployment)
-        if status.failure is not None:
-            raise RolloutFailed(name, status.failure)
-        _, pods = self.pods.newest_pods(deployment)
-        found = instability(baseline, pods)
-        if found is not None:  # again, with the events that may name a failing probe
-            found = instability(baseline, pods, self.pods.warnings()) or found
-        if found is None and not status.done:
-            found = Diagnosis("rejected", "unstable", f"during settlement, {status.message}")
-        if found is not None:
-            raise RolloutFailed(name, found)
+        """RolloutFailed if a pod of ``name`` restarted or lost readiness, or if it is not done while
+        every pod is stable and stays so for ``SETTLED_RECHECK`` seconds."""
+        give_up = self.clock() + SETTLED_RECHECK
+        while True:
+            deployment = self._read(name)
+            status = self.status(deployment)
+            if status.failure is not None:
+                raise RolloutFailed(name, status.failure)
+            _, pods = self.pods.newest_pods(deployment)
+            found = instability(baseline, pods)
+            if found is not None:  # again, with the events that may name a failing probe
+                raise RolloutFailed(name, instability(baseline, pods, self.pods.warnings()) or found)
+            if status.done:
+                return
+            now = self.clock()
+            if now >= give_up:
+                raise RolloutFailed(
+                    name, Diagnosis("rejected", "unstable", f"during settlement, {status.message}")
+                )
+            self.sleep(min(RECHECK_INTERVAL, give_up - now))
 
 
 def _owner_name(pod: dict[str, Any], owners: dict[str, str]) -> str | None:
