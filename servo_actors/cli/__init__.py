@@ -22,7 +22,7 @@ from servo_actors import __version__
 from servo_actors.cli.agent_cmd import agent_cmd
 from servo_actors.cli.check_cmd import check_cmd
 from servo_actors.cli.config_cmds import config_cmd, connectors_cmd, schema_cmd, validate_cmd
-from servo_actors.cli.context import CliState, SignalAwareGroup
+from servo_actors.cli.context import CliState, SignalAwareGroup, root_app_option
 from servo_actors.cli.demo_cmd import demo_cmd
 from servo_actors.cli.init_cmd import init_cmd
 from servo_actors.cli.kube_cmds import kube_cmd
@@ -119,9 +119,12 @@ def _echo_error(exc: ServoError) -> None:
     show_default=True,
     help="Log lines as text or as JSON objects.",
 )
+@root_app_option
 @click.version_option(__version__, "-V", "--version", prog_name=PROG_NAME, message="%(prog)s %(version)s")
 @click.pass_context
-def cli(ctx: click.Context, config_path: str | None, log_level: str, log_format: str) -> None:
+def cli(
+    ctx: click.Context, config_path: str | None, log_level: str, log_format: str, app_names: tuple[str, ...]
+) -> None:
     """servo-actors: a servo whose connectors run as supervised, crash-only actors.
 
     It connects an application to an optimizer: the optimizer asks it to describe, measure and
@@ -131,7 +134,9 @@ def cli(ctx: click.Context, config_path: str | None, log_level: str, log_format:
     configure_logging(log_level.lower(), log_format)
     if os.environ.get("NO_COLOR"):
         ctx.color = False
-    ctx.obj = CliState(config_path=config_path, log_level=log_level.lower(), log_format=log_format)
+    ctx.obj = CliState(
+        config_path=config_path, log_level=log_level.lower(), log_format=log_format, app_names=app_names
+    )
 
 
 @cli.command("version")

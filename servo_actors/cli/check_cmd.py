@@ -5,6 +5,16 @@ shape, exit codes and signals are the same), asks each for its checks, and shows
 check. Which checks count, what ``--halt-on`` skips and how ``--wait`` retries are
 ``check_rounds``'. With ``--wait`` the connectors are started once and asked again each round.
 
+- ``check CONNECTOR...`` (servox's): only those connectors are started and checked; a name that
+  is no connector of the application exits 2 naming it and the configured ones. Without one,
+  the ``checks`` section's ``connectors``, else every connector.
+- Applications: ``--app ORG/APP`` selects applications only, ``--check-name`` filters checks
+  only, and ``-n/--name`` does either: a value that is an application of the file (ORG/APP of
+  one of its documents) selects it, any other filters checks; a value that is an application
+  and also a check's name (known after the first round) exits 2 saying to use ``--app`` or
+  ``--check-name``. The applications selected here (by ``--app`` or ``--name``) replace the
+  root's ``--app/-n/--name`` / ``SERVO_NAME``.
+
 ``--json``'s ``data`` is ``{"checks": [...], "rounds": N}``: each check as the connector gave it
 (``connectors.check_result``: ``connector``, ``name``, ``success``, ``message``, ``id``,
 ``severity``, ``tags``, ``remedy``) with its ``outcome`` (passed, warning, failed, skipped).
@@ -19,16 +29,16 @@ import click
 
 from servo_actors.cli.check_rounds import (
     CHECK_FAILED,
+    CheckOptions,
     CheckPolicy,
-    CheckSelection,
     checks_table,
     failed_checks,
     policy_options,
     run_rounds,
 )
 from servo_actors.cli.context import (
+    APP_HELP,
     CliState,
-    app_option,
     json_option,
     limit_option,
     pass_state,
@@ -41,7 +51,8 @@ from servo_actors.cli.operation_output import (
     with_placement,
 )
 from servo_actors.cli.per_app import AppCommand, for_each_app
-from servo_actors.cli.started_connectors import running_connectors
+from servo_actors.cli.started_connectors import only_connectors, running_connectors
+from servo_actors.config.checks_section import split_values
 from servo_actors.connectors.check_result import check_entry
 from servo_actors.durations import format_duration
 from servo_actors.errors import ConnectorError, ServoError
@@ -52,20 +63,29 @@ if TYPE_CHECKING:
 
 __all__ = ["check_cmd"]
 
+_NAMED_APP = "--named-app"
+"""Hidden: a ``--name`` the first process took as an application, passed to each application's
+own process (``per_app``) so that it too refuses a check of that name as ambiguous."""
+
 
 def _csv(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
     """Repeatable, and comma-separated as servox took them (a ``/REGEX/`` is kept whole)."""
-    split: list[str] = []
-    for value in values:
-        if value.startswith("/") and value.endswith("/") and len(value) > 2:
-            split.append(value)
-        else:
-            split += [part.strip() for part in value.split(",") if part.strip()]
-    return tuple(split)
+    return tuple(split_values(list(values)))
 
 
 @watches_stop_signals
 @click.command("check")
+@click.argument("connectors", nargs=-1, metavar="[CONNECTOR]...")
+@click.option(
+    "--name",
+    "-n",
+    "names_or_apps",
+    multiple=True,
+    callback=_csv,
+    metavar="NAME",
+    help="An application (ORG/APP) of servo.yaml: only it; else as --check-name. "
+    "Both an application and a check: exit 2.",
+)
 @click.option(
     "--check-name",
     "names",
@@ -79,60 +99,92 @@ def _csv(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) 
     "--tag", "-t", "tags", multiple=True, callback=_csv, metavar="TAG", help="Only checks with a tag."
 )
 @policy_options
-@click.option("--verbose", "-v", is_flag=True, help="Show each check's id, tags and severity.")
-@click.option("--quiet", "-q", is_flag=True, help="Print no table: the exit code (and stderr) says it.")
+@click.option("--verbose/--no-verbose", "-v", default=None, help="Show each check's id, tags and severity.")
+@click.option(
+    "--quiet/--no-quiet", "-q", default=None, help="Print no table: the exit code (and stderr) says it."
+)
 @json_option
-@app_option
+@click.option("--app", "app_names", multiple=True, metavar="ORG/APP", help=APP_HELP)
+@click.option(_NAMED_APP, "named_apps", multiple=True, hidden=True)
 @limit_option
 @pass_state
 def check_cmd(
     state: CliState,
+    connectors: tuple[str, ...],
+    names_or_apps: tuple[str, ...],
     names: tuple[str, ...],
     ids: tuple[str, ...],
     tags: tuple[str, ...],
     wait: float | None,
-    delay: float | None,
-    halt_on: str,
-    verbose: bool,
-    quiet: bool,
+    delay: float | str | None,
+    halt_on: str | None,
+    verbose: bool | None,
+    quiet: bool | None,
     as_json: bool,
     app_names: tuple[str, ...],
+    named_apps: tuple[str, ...],
     limit: int | None,
 ) -> None:
-    """Run every connector's checks; exit 1 if any check or connector failed.
+    """Run the connectors' checks (all of them, or the CONNECTORs'); exit 1 if any check or
+    connector failed.
 
     A connector without checks shows as one passing row, so every connector is accounted for.
-    With an optimizer configured, one more row (connector ``servo``, check ``identity``) says
-    whether a servo of the same identity runs here and reports a conflict. A failed check with
-    a remedy shows it (a command or rule for a person to apply; never run here). A failed
-    ``warning`` check is shown and fails nothing. With --wait, the checks run again (after
-    --delay) until all pass or the time is up, a line on stderr each round.
+    With an optimizer configured and no CONNECTOR named, one more row (connector ``servo``, check
+    ``identity``) says whether a servo of the same identity runs here and reports a conflict. A
+    failed check with a remedy shows it (a command or rule for a person to apply; never run
+    here). A failed ``warning`` check is shown and fails nothing. With --wait, the checks run
+    again (after --delay) until all pass or the time is up, a line on stderr each round.
+
+    servo.yaml's ``checks`` section gives the defaults (connectors, name, id, tag, quiet,
+    verbose, wait, delay, halt_on): an option or CONNECTOR given here wins over its value.
+
+    -n/--name NAME: when NAME is an application (ORG/APP) of servo.yaml it selects it, as --app
+    does; else it filters checks, as --check-name does. A NAME that is both exits 2.
     """
-    policy = CheckPolicy(CheckSelection(names, tags=tags, ids=ids), halt_on, wait, delay)
+    known_apps = set(state.apps.names) if names_or_apps else set()
+    chosen_apps = tuple(name for name in names_or_apps if name in known_apps)
+    given = CheckOptions(
+        names=names + tuple(name for name in names_or_apps if name not in known_apps),
+        ids=ids,
+        tags=tags,
+        wait=wait,
+        delay=delay,
+        halt_on=halt_on,
+        quiet=quiet,
+        verbose=verbose,
+    )
+    named = tuple(dict.fromkeys(named_apps + chosen_apps))
 
     def check(config: ServoConfig) -> tuple[dict[str, Any], ServoError | None]:
-        return _check(config, policy)
+        return _check(config, connectors, given.policy(config.checks, named))
 
-    def text(payload: dict[str, Any]) -> str:
+    def text(payload: dict[str, Any], config: ServoConfig) -> str:
+        quiet, verbose = given.shown(config.checks)
         if quiet:
             return ""
         checks = list((payload.get("data") or {}).get("checks") or [])
         table = checks_table(checks, payload.get("connectors") or {}, verbose=verbose)
         return table + placement_text(payload.get("placement"))
 
-    args = [f"--check-name={n}" for n in names] + [f"--id={i}" for i in ids] + [f"--tag={t}" for t in tags]
-    args += ["--halt-on", halt_on, "--delay", "expo" if delay is None else repr(delay)]
-    args += [] if wait is None else ["--wait", repr(wait)]
-    for_each_app(state, app_names, limit, as_json, AppCommand("check", check, text, args))
+    # A connector's name never starts with '-': the names go first, before the options.
+    args = [*connectors, *given.args(), *(f"{_NAMED_APP}={name}" for name in named)]
+    selected = app_names + chosen_apps
+    for_each_app(state, selected, limit, as_json, AppCommand("check", check, text, args))
 
 
-def _check(config: ServoConfig, policy: CheckPolicy) -> tuple[dict[str, Any], ServoError | None]:
+def _check(
+    config: ServoConfig, connectors: Sequence[str], policy: CheckPolicy
+) -> tuple[dict[str, Any], ServoError | None]:
+    """The checks of ``connectors`` (else the ``checks`` section's, else all), as ``policy`` says;
+    only those connectors are started, and the identity row is left out when any are named."""
+    named = tuple(connectors) or tuple(config.checks.connectors)
+    config = only_connectors(config, named)
     with running_connectors(config, "check") as (runtime, path, watcher):
 
         def one_round() -> tuple[OperationResult, list[dict[str, Any]]]:
             result = path.result("check")
             checks = list(result.data.get("checks") or [])
-            identity = _identity_check(config)
+            identity = None if named else _identity_check(config)
             return result, checks if identity is None else [*checks, identity]
 
         result, checks, rounds = run_rounds(policy, one_round, watcher.sleep)

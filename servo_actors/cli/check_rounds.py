@@ -1,6 +1,11 @@
 """Checks as ``check`` and ``run --check`` run them: which checks count, what a failure halts,
 the rounds of ``--wait`` with the delay between them, and the table of the results.
 
+- Options and servo.yaml: each of ``--check-name``, ``--id``, ``--tag``, ``--wait``, ``--delay``,
+  ``--halt-on``, ``--quiet``, ``--verbose`` given on the command line wins; one not given takes
+  the value of the application's ``checks`` section (``config.checks_section``), whose defaults
+  are the options' (``CheckOptions``).
+
 - Selection (``check --check-name/--id/--tag``): a check counts when it matches every kind of
   filter given, and any value of each kind (servox's ``CheckFilter``). A name or id written
   ``/REGEX/`` is a regular expression searched in it. The connectors run all their checks (one
@@ -15,6 +20,8 @@ the rounds of ``--wait`` with the delay between them, and the table of the resul
 - Outcome of a check: ``passed``; ``warning`` (a failed check of severity ``warning``: shown,
   fails nothing, as servox's table counts it; servox's ``run --check`` blocked on it, which its
   own table contradicted); ``failed``; ``skipped`` (halted). Only ``failed`` fails the command.
+- ``check --name NAME`` that names an application selects it (``check_cmd``); a check of that
+  name too makes it ambiguous: a usage error after the first round, which has the checks' names.
 - ``--wait DURATION``: rounds until one has no failed check and every connector answered, or the
   time is up; between rounds a line on stderr says what still fails, then a pause of ``--delay``
   (a duration, or ``expo``: 1 s doubling up to ``MAX_EXPO_DELAY``), never past the deadline and
@@ -32,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 from servo_actors.cli.operation_output import StyledCell, styled_table
+from servo_actors.config.checks_section import DEFAULT_HALT_ON, EXPO, HALT_ON_LEVELS, MIN_DELAY, ChecksConfig
 from servo_actors.connectors.check_result import SEVERITIES
 from servo_actors.durations import format_duration, parse_duration
 from servo_actors.errors import UsageError
@@ -42,12 +50,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHECK_FAILED",
+    "CheckOptions",
     "CheckPolicy",
     "CheckSelection",
-    "DEFAULT_HALT_ON",
-    "EXPO",
-    "HALT_ON_LEVELS",
-    "MIN_DELAY",
     "MAX_EXPO_DELAY",
     "checks_table",
     "failed_checks",
@@ -57,15 +62,9 @@ __all__ = [
 
 CHECK_FAILED: Final = "check-failed"
 """The reason ``check --json`` gives when the operation ran but one of its checks failed."""
-HALT_ON_LEVELS: Final = ("critical", "common", "failure", "warning")
-"""``--halt-on``'s choices: servox's severities, and ``failure`` (the same as ``common``)."""
-DEFAULT_HALT_ON: Final = "critical"
-EXPO: Final = "expo"
-"""``--delay expo``: pauses of ``EXPO_FIRST_DELAY`` seconds, doubling up to ``MAX_EXPO_DELAY``."""
 EXPO_FIRST_DELAY = 1.0
+"""``--delay expo``: pauses of this many seconds, doubling up to ``MAX_EXPO_DELAY``."""
 MAX_EXPO_DELAY = 30.0
-MIN_DELAY = 0.1
-"""The shortest ``--delay`` taken (seconds): a round is never re-run in a hot loop."""
 OUTCOMES: Final = ("passed", "warning", "failed", "skipped")
 
 
@@ -76,6 +75,8 @@ class CheckSelection:
     names: tuple[str, ...] = ()
     ids: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    app_names: tuple[str, ...] = ()
+    """``check --name`` values taken as applications: a check of such a name makes them ambiguous."""
 
     @property
     def empty(self) -> bool:
@@ -108,6 +109,17 @@ class CheckSelection:
             ]
             problems.append(f"no check matches {' and '.join(given)} at once")
         return "; ".join(problems) or None
+
+    def ambiguous(self, checks: Sequence[dict[str, Any]]) -> str | None:
+        """The sentence naming a ``--name`` that is both an application and a check; else None."""
+        both = [name for name in self.app_names if any(c.get("name") == name for c in checks)]
+        if not both:
+            return None
+        named = ", ".join(map(repr, both))
+        return (
+            f"--name {named} is both an application and a check: say --app {both[0]} for the "
+            f"application or --check-name {both[0]} for the check"
+        )
 
 
 def _matches(pattern: str, value: str) -> bool:
@@ -163,6 +175,59 @@ class CheckPolicy:
         return judged
 
 
+@dataclass(frozen=True)
+class CheckOptions:
+    """What the command line gave (module docstring): an empty tuple or None is not given, and
+    the application's ``checks`` section's value counts."""
+
+    names: tuple[str, ...] = ()
+    ids: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    wait: float | None = None
+    delay: float | str | None = None
+    """Seconds, or ``EXPO``."""
+    halt_on: str | None = None
+    quiet: bool | None = None
+    verbose: bool | None = None
+
+    def policy(self, checks: ChecksConfig, app_names: tuple[str, ...] = ()) -> CheckPolicy:
+        """The policy for an application whose ``checks`` section is ``checks``."""
+        delay = self.delay if self.delay is not None else checks.delay
+        selection = CheckSelection(
+            self.names or tuple(checks.name),
+            ids=self.ids or tuple(checks.id),
+            tags=self.tags or tuple(checks.tag),
+            app_names=app_names,
+        )
+        return CheckPolicy(
+            selection,
+            self.halt_on or checks.halt_on,
+            self.wait if self.wait is not None else checks.wait,
+            None if delay == EXPO else float(delay),
+        )
+
+    def shown(self, checks: ChecksConfig) -> tuple[bool, bool]:
+        """``(quiet, verbose)`` for an application whose ``checks`` section is ``checks``."""
+        quiet = self.quiet if self.quiet is not None else checks.quiet
+        verbose = self.verbose if self.verbose is not None else checks.verbose
+        return quiet, verbose
+
+    def args(self) -> list[str]:
+        """The options given, as a command line of ``check`` takes them again."""
+        args = [f"--check-name={n}" for n in self.names] + [f"--id={i}" for i in self.ids]
+        args += [f"--tag={t}" for t in self.tags]
+        args += [] if self.halt_on is None else ["--halt-on", self.halt_on]
+        args += (
+            []
+            if self.delay is None
+            else ["--delay", str(self.delay if self.delay == EXPO else repr(self.delay))]
+        )
+        args += [] if self.wait is None else ["--wait", repr(self.wait)]
+        args += [] if self.quiet is None else ["--quiet" if self.quiet else "--no-quiet"]
+        args += [] if self.verbose is None else ["--verbose" if self.verbose else "--no-verbose"]
+        return args
+
+
 def failed_checks(checks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [c for c in checks if c.get("outcome") == "failed"]
 
@@ -181,8 +246,10 @@ def run_rounds(
     while True:
         result, raw = one_round()
         rounds += 1
-        if rounds == 1 and result.status == "ok" and (problem := policy.selection.unknown(raw)):
-            raise UsageError(problem)
+        if rounds == 1 and result.status == "ok":
+            problem = policy.selection.ambiguous(raw) or policy.selection.unknown(raw)
+            if problem:
+                raise UsageError(problem)
         judged = policy.judge(raw)
         failing = failed_checks(judged)
         left = None if deadline is None else deadline - time.monotonic()
@@ -269,9 +336,9 @@ def _duration_option(_ctx: click.Context, _param: click.Parameter, value: str | 
     return seconds
 
 
-def _delay_option(_ctx: click.Context, _param: click.Parameter, value: str) -> float | None:
-    if value == EXPO:
-        return None
+def _delay_option(_ctx: click.Context, _param: click.Parameter, value: str | None) -> float | str | None:
+    if value is None or value == EXPO:
+        return value
     try:
         seconds = parse_duration(value)
     except ValueError as exc:
@@ -282,7 +349,8 @@ def _delay_option(_ctx: click.Context, _param: click.Parameter, value: str) -> f
 
 
 def policy_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """``--wait``, ``--delay`` and ``--halt-on``: parameters ``wait``, ``delay``, ``halt_on``."""
+    """``--wait``, ``--delay`` and ``--halt-on``: parameters ``wait``, ``delay`` (seconds or
+    ``EXPO``) and ``halt_on``, each None when not given (the ``checks`` section's value counts)."""
     for option in reversed(
         [
             click.option(
@@ -290,12 +358,13 @@ def policy_options(command: Callable[..., Any]) -> Callable[..., Any]:
                 "-w",
                 callback=_duration_option,
                 metavar="DURATION",
+                show_default="checks.wait, else one round",
                 help="Re-run the checks until all pass or DURATION (e.g. 5m) has passed.",
             ),
             click.option(
                 "--delay",
-                default=EXPO,
-                show_default=True,
+                default=None,
+                show_default=f"checks.delay, else {EXPO}",
                 callback=_delay_option,
                 metavar="DURATION|expo",
                 help=(
@@ -306,8 +375,8 @@ def policy_options(command: Callable[..., Any]) -> Callable[..., Any]:
             click.option(
                 "--halt-on",
                 type=click.Choice(HALT_ON_LEVELS),
-                default=DEFAULT_HALT_ON,
-                show_default=True,
+                default=None,
+                show_default=f"checks.halt_on, else {DEFAULT_HALT_ON}",
                 help=(
                     "A connector's failed check this severe (or more) skips its later checks "
                     "(failure = common; warning: any failure)."

@@ -33,6 +33,7 @@ from servo_actors.errors import ConfigError
 
 __all__ = [
     "APP_ENV",
+    "APP_HELP",
     "CliState",
     "app_option",
     "SignalAwareGroup",
@@ -43,6 +44,7 @@ __all__ = [
     "json_option",
     "limit_option",
     "pass_state",
+    "root_app_option",
     "styled",
     "watches_stop_signals",
 ]
@@ -56,6 +58,9 @@ class CliState:
     """``-c/--config`` (click already folded ``SERVO_CONFIG`` in); None means ``./servo.yaml``."""
     log_level: str = "info"
     log_format: str = "text"
+    app_names: tuple[str, ...] = ()
+    """The root's ``--app/-n/--name`` (or ``SERVO_NAME``): the applications of any command that
+    names none itself (``select``); empty: every one."""
     _apps: ServoApps | None = field(default=None, init=False, repr=False)
 
     @property
@@ -68,20 +73,22 @@ class CliState:
 
     @property
     def config(self) -> ServoConfig:
-        """The configuration of a one-application file; with several applications a ConfigError
-        (exit 2) that names them and says how to pick one (``--app``)."""
-        apps = self.apps
-        if apps.several:
+        """The configuration of the one application: the file's only one, or the one the root's
+        ``--app`` selects; else a ConfigError (exit 2) that names them and says how to pick one."""
+        configs = self.select(())
+        if len(configs) > 1:
+            apps = self.apps
             raise ConfigError(
                 f"holds {len(apps)} applications ({', '.join(apps.names)}): choose one with --app ORG/APP",
                 source=apps.source,
             )
-        return apps.first
+        return configs[0]
 
     def select(self, names: Sequence[str]) -> tuple[ServoConfig, ...]:
-        """The applications ``--app`` names (all of them without one); ConfigError (exit 2)
-        naming an unknown one and the known ones."""
-        return self.apps.select(names)
+        """The applications a command's own ``--app`` names, else the root's ``--app/-n/--name``
+        (or ``SERVO_NAME``), else all of them: a command's own selection replaces the root's.
+        ConfigError (exit 2) naming an unknown one and the known ones."""
+        return self.apps.select(tuple(names) or self.app_names)
 
     @property
     def optimizer(self) -> OptimizerConfig:
@@ -100,10 +107,15 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 """The ``--json`` flag, the same on every command that has one; the parameter is ``as_json``."""
 
 APP_ENV = "SERVO_NAME"
-"""The environment variable that selects applications as ``--app`` does (servox's name for it);
-several are separated by whitespace."""
+"""The environment variable that selects applications as the root's ``--app`` does (servox's name
+for it); several are separated by whitespace."""
 
-app_option = click.option(
+APP_HELP = (
+    "Only this application of a multi-document servo.yaml (repeatable); replaces the one the "
+    f"root's --app/-n/--name or {APP_ENV} selects (default: every one)."
+)
+
+root_app_option = click.option(
     "--app",
     "-n",
     "--name",
@@ -112,10 +124,18 @@ app_option = click.option(
     metavar="ORG/APP",
     envvar=APP_ENV,
     show_envvar=True,
-    help="Only this application of a multi-document servo.yaml (repeatable; default: every one).",
+    help="Only this application of a multi-document servo.yaml, for any command (repeatable; "
+    "default: every one). A command's own --app replaces it.",
 )
-"""``--app ORG/APP`` (also ``-n/--name`` and ``SERVO_NAME``, as servox users know them); the
-parameter is ``app_names``, a tuple."""
+"""The main group's ``--app ORG/APP`` (also ``-n/--name``, and ``SERVO_NAME`` as servox users
+know them), before the command: ``servo-actors -n acme.com/web check``."""
+
+app_option = click.option(
+    "--app", "-n", "--name", "app_names", multiple=True, metavar="ORG/APP", help=APP_HELP
+)
+"""A command's ``--app ORG/APP`` (also ``-n/--name``); the parameter is ``app_names``, a tuple.
+``SERVO_NAME`` is read by the main group's option, so that a command's own option given on the
+command line always wins over it."""
 
 limit_option = click.option(
     "--limit",

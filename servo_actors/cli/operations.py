@@ -69,7 +69,7 @@ from servo_actors.cli.operation_output import (
 )
 from servo_actors.cli.per_app import AppCommand, for_each_app
 from servo_actors.cli.progress_line import progress_line_for
-from servo_actors.cli.started_connectors import running_connectors
+from servo_actors.cli.started_connectors import only_connectors, running_connectors
 from servo_actors.durations import format_duration
 from servo_actors.errors import ConnectorError, ServoError, UsageError
 
@@ -121,7 +121,7 @@ def _describe(config: ServoConfig) -> tuple[dict[str, Any], ServoError | None]:
     return with_placement(json_payload(result), placement), _failure(result)
 
 
-def _describe_text(payload: dict[str, Any]) -> str:
+def _describe_text(payload: dict[str, Any], _config: ServoConfig) -> str:
     data = payload.get("data") or {}
     rows = settings_rows(data.get("components") or {})
     text = styled_table(["COMPONENT", "SETTING", "TYPE", "VALUE", "RANGE/VALUES", "UNIT"], rows)
@@ -199,7 +199,7 @@ def _measure(
     from servo_actors.connectors.base import Control
 
     control = Control(duration=duration)
-    config = _only_connectors(config, connector_names)
+    config = only_connectors(config, connector_names)
     with running_connectors(config, "measure") as (_runtime, path, _watcher):
         wanted = None
         if metrics:
@@ -211,24 +211,9 @@ def _measure(
     return json_payload(result), _failure(result)
 
 
-def _measure_text(payload: dict[str, Any]) -> str:
+def _measure_text(payload: dict[str, Any], _config: ServoConfig) -> str:
     rows = measure_rows((payload.get("data") or {}).get("metrics") or {})
     return styled_table(["METRIC", "SERIES", "POINTS", "MEAN", "LAST", "UNIT"], rows)
-
-
-def _only_connectors(config: ServoConfig, names: Sequence[str]) -> ServoConfig:
-    """``config`` with only the connectors ``names`` (all of them when none is named)."""
-    if not names:
-        return config
-    known = [spec.name for spec in config.connectors]
-    unknown = [name for name in names if name not in known]
-    if unknown:
-        raise UsageError(
-            f"unknown connector(s) {', '.join(unknown)} (configured: {', '.join(known) or 'none'})"
-        )
-    return config.model_copy(
-        update={"connectors": [spec for spec in config.connectors if spec.name in names]}
-    )
 
 
 def _known_metrics(requested: Sequence[str], described: dict[str, Any]) -> list[str]:
@@ -273,7 +258,7 @@ def adjust_cmd(
             result = path.result("adjust", reporter=progress, components=request)
         return json_payload(result), _failure(result)
 
-    def adjust_text(payload: dict[str, Any]) -> str:
+    def adjust_text(payload: dict[str, Any], _config: ServoConfig) -> str:
         # The settings asked for show in bold (known here only when this process adjusted).
         rows = adjust_rows((payload.get("data") or {}).get("components") or {}, request)
         return styled_table(["COMPONENT", "SETTING", "VALUE", "UNIT"], rows)

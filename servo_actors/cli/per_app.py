@@ -60,8 +60,8 @@ class AppCommand:
     work: Callable[[ServoConfig], tuple[dict[str, Any], ServoError | None]]
     """The operation on one application's connectors, here: its ``--json`` object, and the error
     that fails the command once the output is shown (None when it succeeded)."""
-    render: Callable[[dict[str, Any]], str]
-    """The table(s) of a ``--json`` object."""
+    render: Callable[[dict[str, Any], ServoConfig], str]
+    """The table(s) of a ``--json`` object, for the application it came from."""
     args: Sequence[str] = field(default_factory=tuple)
     """The command's own arguments, for an application's own process."""
 
@@ -75,7 +75,7 @@ def for_each_app(
         payload, error = command.work(configs[0])
         if as_json:
             echo_json(payload)
-        elif text := command.render(payload):  # empty: nothing to show (check --quiet)
+        elif text := command.render(payload, configs[0]):  # empty: nothing to show (check --quiet)
             click.echo(text)
         if error is not None:
             raise error
@@ -99,7 +99,7 @@ def for_each_app(
                 click.echo(json.dumps({"app": run.app, **run.payload}, default=str))
             else:
                 click.echo(f"== {run.app} ==")
-                click.echo(command.render(run.payload))
+                click.echo(command.render(run.payload, run.config))
                 click.echo()
         for line in run.stderr_lines:
             click.echo(line, err=True)
@@ -115,6 +115,7 @@ class _AppProcess:
 
     def __init__(self, state: CliState, config: ServoConfig, command: AppCommand) -> None:
         self.app = config.app or "-"
+        self.config = config
         self._name = command.name
         self._argv = [
             sys.executable,

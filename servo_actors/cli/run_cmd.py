@@ -6,7 +6,8 @@ them (their connectors killed) and the run exits 0, as a signal during the run i
 ``--check`` (or ``SERVO_RUN_CHECK=true``, servox's) runs the checks as ``check`` does, with its
 ``--wait``, ``--delay`` and ``--halt-on`` (``check_rounds``), on connectors started for them
 alone; the loop starts only when no check failed, else the table shows and the command exits 1
-naming the failed checks.
+naming the failed checks. servo.yaml's ``checks`` section gives the defaults as for ``check``
+(an option given wins), apart from its ``connectors``: every connector's checks run here.
 """
 
 from __future__ import annotations
@@ -15,10 +16,16 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import click
-from click.core import ParameterSource
 
 from servo_actors import signals
-from servo_actors.cli.check_rounds import CheckPolicy, checks_table, failed_checks, policy_options, run_rounds
+from servo_actors.cli.check_rounds import (
+    CheckOptions,
+    CheckPolicy,
+    checks_table,
+    failed_checks,
+    policy_options,
+    run_rounds,
+)
 from servo_actors.cli.context import CliState, app_option, pass_state, watches_stop_signals
 from servo_actors.errors import ServoError, UsageError
 
@@ -75,8 +82,8 @@ def run_cmd(
     check_first: bool,
     dry_run: bool,
     wait: float | None,
-    delay: float | None,
-    halt_on: str,
+    delay: float | str | None,
+    halt_on: str | None,
     metrics_listen: str | None,
     app_names: tuple[str, ...],
 ) -> None:
@@ -90,9 +97,9 @@ def run_cmd(
 
     if not (check_first or dry_run):
         given = [
-            f"--{name.replace('_', '-')}"
-            for name in ("wait", "delay", "halt_on")
-            if click.get_current_context().get_parameter_source(name) != ParameterSource.DEFAULT
+            f"--{name}"
+            for name, value in (("wait", wait), ("delay", delay), ("halt-on", halt_on))
+            if value is not None
         ]
         if given:
             raise UsageError(f"{', '.join(given)} only go with --check or --dry-run")
@@ -112,11 +119,12 @@ def run_cmd(
             log.info("stopped (%s) before the connectors started", watcher.stop_signal)
             return
         if check_first or dry_run:
-            checked = _checks(config, watcher, CheckPolicy(halt_on=halt_on, wait=wait, delay=delay))
+            options = CheckOptions(wait=wait, delay=delay, halt_on=halt_on)
+            checked = _checks(config, watcher, options.policy(config.checks))
             if checked is None:
                 log.info("stopped (%s) during the checks", watcher.stop_signal or "shutdown")
                 return
-            _report_checks(*checked)
+            _report_checks(*checked, *options.shown(config.checks))
             if dry_run:
                 return
         exit_code = Runner(config, config_path=state.config_path, signals=watcher).run()
@@ -166,12 +174,13 @@ def _checks(
         runtime.stop()
 
 
-def _report_checks(result: OperationResult, checks: list[dict[str, Any]]) -> None:
+def _report_checks(result: OperationResult, checks: list[dict[str, Any]], quiet: bool, verbose: bool) -> None:
     parts = {
         name: {"status": part.status, "reason": part.reason, "message": part.message}
         for name, part in result.parts.items()
     }
-    click.echo(checks_table(checks, parts, verbose=False))
+    if not quiet:
+        click.echo(checks_table(checks, parts, verbose=verbose))
     failing = failed_checks(checks)
     if result.status != "ok" or failing:
         named = "; ".join(

@@ -9,21 +9,38 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import click
 
 from servo_actors import signals
+from servo_actors.errors import UsageError
 
 if TYPE_CHECKING:
     from servo_actors.actors import Operation, ServoRuntime
     from servo_actors.actors.runtime.operation_path import OperationPath
     from servo_actors.config import ServoConfig
 
-__all__ = ["SIGNAL_EXIT_BASE", "running_connectors"]
+__all__ = ["SIGNAL_EXIT_BASE", "only_connectors", "running_connectors"]
 
 SIGNAL_EXIT_BASE = 128
+
+
+def only_connectors(config: ServoConfig, names: Sequence[str]) -> ServoConfig:
+    """``config`` with only the connectors ``names`` (all of them when none is named), to start
+    no other; a UsageError (exit 2) naming an unknown one and the configured ones."""
+    if not names:
+        return config
+    known = [spec.name for spec in config.connectors]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise UsageError(
+            f"unknown connector(s) {', '.join(unknown)} (configured: {', '.join(known) or 'none'})"
+        )
+    return config.model_copy(
+        update={"connectors": [spec for spec in config.connectors if spec.name in names]}
+    )
 
 
 @contextlib.contextmanager

@@ -1,8 +1,8 @@
 """Pydantic models of servo.yaml (interface.md). Plain data: no behaviour beyond validation.
 
 This module holds the top: ``ServoConfig`` and its ``ConnectorSpec`` list. The sections are in
-``optimizer_section`` (``optimizer``, ``settings``) and ``supervisor_section`` (``supervisor``),
-the shared field types and base model in ``fields``.
+``optimizer_section`` (``optimizer``, ``settings``), ``supervisor_section`` (``supervisor``) and
+``checks_section`` (``checks``), the shared field types and base model in ``fields``.
 
 Field docstrings become descriptions in ``servo-actors schema``. Loading the file, environment
 overrides and turning validation errors into one readable ``ConfigError`` live in ``loading.py``.
@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
 
 from servo_actors.config import defaults
+from servo_actors.config.checks_section import ChecksConfig
 from servo_actors.config.fields import Duration, StrictModel
 from servo_actors.config.optimizer_section import OptimizerConfig, Settings
 from servo_actors.config.provenance import Provenance
@@ -54,6 +55,8 @@ class ServoConfig(StrictModel):
     supervisor: SupervisorConfig = SupervisorConfig()
     connectors: list[ConnectorSpec] = Field(default_factory=list)
     """Ordered; names are unique."""
+    checks: ChecksConfig = ChecksConfig()
+    """The defaults of ``check`` and ``run --check`` (an option on the command line wins)."""
 
     # The file it was loaded from, as the user named it, which of its documents (1-based) when it
     # holds several, and where each value came from; set by the loader.
@@ -97,3 +100,18 @@ class ServoConfig(StrictModel):
                 "(listen, secret_file) so that member systems can join"
             )
         return specs
+
+    @field_validator("checks")
+    @classmethod
+    def _checked_connectors_exist(cls, checks: ChecksConfig, info: ValidationInfo) -> ChecksConfig:
+        specs = info.data.get("connectors")
+        if not isinstance(specs, list) or not checks.connectors:
+            return checks  # connectors that did not validate are reported on their own
+        known = [spec.name for spec in specs]
+        unknown = [name for name in checks.connectors if name not in known]
+        if unknown:
+            raise ValueError(
+                f"connectors: no connector {', '.join(map(repr, unknown))} in this configuration "
+                f"(known: {', '.join(known) or 'none'})"
+            )
+        return checks

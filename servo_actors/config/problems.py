@@ -187,7 +187,10 @@ def _known_keys(model: type[BaseModel], loc: Loc) -> list[str]:
                 return []
             current = model_class.model_fields[part].annotation
     model_class = _model_class(current)
-    return list(model_class.model_fields) if model_class else []
+    if model_class is None:
+        return []
+    # A field left out of the output (``exclude``) is one the model refuses with its own message.
+    return [name for name, field in model_class.model_fields.items() if not field.exclude]
 
 
 def _model_class(annotation: object) -> type[BaseModel] | None:

@@ -49,6 +49,8 @@ def _present(data: Any, loc: Loc) -> bool:
     for part in loc:
         if isinstance(part, int) and isinstance(current, list) and part < len(current):
             current = current[part]
+        elif isinstance(part, int) and isinstance(current, str):
+            return True  # one string the model split into a list (``checks.name: a,b``)
         elif isinstance(part, str) and isinstance(current, dict) and part in current:
             current = current[part]
         else:
