@@ -1,7 +1,8 @@
 """One servox document (or a file of several) as servo-actors' configuration.
 
 The top of a servox document: ``optimizer`` (``id``, ``token``, ``base_url``, ``url``), ``servo_uid``,
-``settings`` (``backoff``, ``timeouts``, ``proxies``, ``ssl_verify``), ``checks``, ``name``,
+``settings`` (``backoff``, ``timeouts``, ``proxies``, ``ssl_verify``), ``checks`` (servo.yaml's
+``checks`` section, servox's default wait written out), ``name``,
 ``description``, ``no_diagnostics``, the ``connectors`` descriptor and a key per connector.
 
 Which connectors a document has (servox's rules): with a ``connectors`` list, those (by name, or by
@@ -19,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from servo_actors.durations import parse_duration
 from servo_actors.errors import ConfigError
 from servo_actors.servox_import.conversion import (
     Conversion,
@@ -119,8 +121,6 @@ def convert_document(document: dict[str, Any], source: str) -> Conversion:
     if top.get("servo_uid") is not None:
         conversion.data["servo_uid"] = str(top["servo_uid"])
     _settings(conversion, top.get("settings"))
-    if top.get("checks"):
-        conversion.drop("checks", _check_options(top["checks"]))
     if top.get("no_diagnostics") is False:
         conversion.drop("no_diagnostics", "servo-actors does not poll the optimizer for diagnostics")
     for name, kind in _active_connectors(source, document):
@@ -137,6 +137,7 @@ def convert_document(document: dict[str, Any], source: str) -> Conversion:
             if description and ("name",) not in entry.comments:
                 entry.comment(("name",), f"servox: {description}")
             add_entry(conversion, entry)
+    _checks(conversion, top.get("checks"))
     return conversion
 
 
@@ -277,16 +278,64 @@ def _settings(conversion: Conversion, value: Any) -> None:
         conversion.data["settings"] = result
 
 
-_CHECK_OPTIONS = {"wait": "--wait", "delay": "--delay", "halt_on": "--halt-on"}
-"""servox's ``checks:`` keys that are options of ``check`` and ``run --check`` here."""
+_CHECKS_KEPT = ("connectors", "name", "id", "tag", "quiet", "verbose", "delay", "halt_on")
+"""servox's ``checks:`` keys kept as they are (``wait`` is written on its own)."""
+_CHECKS_DROPPED = {
+    "remedy": "servox ran a failed check's remedy with it; here a remedy is shown beside the check, never run",
+    "progressive": "checks here show as a table when each round ends",
+    "check_halting": "only changed what servox logged after a failure; here halt_on decides which checks count",
+}
+_SERVOX_CHECKS_WAIT = "30m"
+"""servox's default ``checks.wait``: its ``run --check`` waited this long for the checks to pass."""
 
 
-def _check_options(checks: Any) -> str:
-    """Why servox's ``checks:`` section is not in the file: its settings are command-line options
-    here, written out with the section's own values so they can be pasted."""
-    given = checks if isinstance(checks, dict) else {}
-    options = " ".join(
-        f"{flag} {given[key]}" for key, flag in _CHECK_OPTIONS.items() if given.get(key) not in (None, "")
-    )
-    where = f"`run --check {options}` (or `check {options}`)" if options else "`run --check` and `check`"
-    return f"checks are run by {where}; their settings are options there, not part of servo.yaml"
+def _checks(conversion: Conversion, value: Any) -> None:
+    """servox's ``checks:`` section as servo.yaml's (``config.checks_section``): the same keys
+    where they mean the same here, a comment where the meaning changed, and servox's own wait
+    written out (here the default is one round). Run after the connectors: a connector it names
+    that the converted file has not (left out, or converted under another name) is listed."""
+    if value is None:
+        conversion.notes.append(
+            f"servox's run --check waited up to {_SERVOX_CHECKS_WAIT} for the checks to pass; here one round "
+            f"runs unless servo.yaml says checks: {{wait: {_SERVOX_CHECKS_WAIT}}} (or --wait)"
+        )
+        return
+    source = conversion.source
+    given = check_keys(source, "checks", value, {*_CHECKS_KEPT, "wait", *_CHECKS_DROPPED})
+    result: dict[str, Any] = {}
+    for key in _CHECKS_KEPT:
+        if given.get(key) is not None:
+            result[key] = given[key]
+    if "delay" in result and result["delay"] != "expo":
+        result["delay"] = converted_duration(source, "checks.delay", result["delay"])
+    if result.get("delay") == "expo":
+        conversion.comment(("checks", "delay"), "servox's expo began at 8s; here at 1s, doubling up to 30s")
+    if result.get("connectors"):
+        listed = result["connectors"] if isinstance(result["connectors"], list) else [result["connectors"]]
+        converted = [entry["name"] for entry in conversion.data.get("connectors", [])]
+        for name in listed:
+            if name not in converted:
+                conversion.drop(
+                    f"checks.connectors: {name}", "no connector of that name in the converted file"
+                )
+        result["connectors"] = [name for name in listed if name in converted]
+    if result.get("connectors"):
+        conversion.comment(
+            ("checks", "connectors"),
+            "the default of check's CONNECTOR arguments; run --check runs every connector's checks, "
+            "as servox's did despite this list",
+        )
+    wait = given.get("wait", _SERVOX_CHECKS_WAIT)
+    written = converted_duration(source, "checks.wait", wait) if wait not in (None, "") else 0
+    if parse_duration(written) > 0:
+        result["wait"] = written
+        if "wait" not in given:
+            conversion.comment(
+                ("checks", "wait"), "servox's default, written out: here the default is one round"
+            )
+    elif "wait" in given:
+        conversion.comment(("checks",), "servox's wait of 0: one round, the default here")
+    for key, why in _CHECKS_DROPPED.items():
+        if given.get(key):
+            conversion.drop(f"checks.{key}", why)
+    conversion.data["checks"] = result

@@ -288,17 +288,56 @@ def test_vegeta_targets_file_becomes_loadgens(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(120)
-def test_a_checks_section_is_listed_with_the_options_that_do_the_same_here(tmp_path: Path) -> None:
+def test_a_checks_section_becomes_servo_yamls_with_a_comment_where_its_meaning_changed(
+    tmp_path: Path,
+) -> None:
     servox = tmp_path / "servox.yaml"
     servox.write_text(
         yaml.safe_dump(
             {
                 "optimizer": {"id": "example.com/app", "token": "t"},
-                "checks": {"wait": "5m", "delay": "expo", "halt_on": "critical", "quiet": True},
-                "wait": {},
+                "checks": {
+                    "delay": "expo",
+                    "halt_on": "common",
+                    "quiet": True,
+                    "name": ["ready"],
+                    "connectors": ["wait", "prom"],
+                    "remedy": True,
+                    "progressive": True,
+                },
+                "connectors": {"prom": "prometheus"},
+                "prom": {
+                    "base_url": "http://127.0.0.1:9090",
+                    "metrics": [{"name": "up", "query": "up", "unit": ""}],
+                },
             }
         )
     )
-    _text, stderr = convert(servox, tmp_path)
-    line = next(line for line in stderr if line.startswith("not converted: checks: "))
-    assert "`run --check --wait 5m --delay expo --halt-on critical`" in line, line
+    text, stderr = convert(servox, tmp_path)
+    checks = yaml.safe_load(text)["checks"]
+    assert checks == {
+        "connectors": ["prom"],
+        "name": ["ready"],
+        "quiet": True,
+        "delay": "expo",
+        "halt_on": "common",
+        "wait": "30m",
+    }
+    assert "servox's default, written out: here the default is one round" in line_of(text, "wait: 30m")
+    assert "run --check runs every connector's checks" in line_of(text, "  connectors:  #")
+    dropped = [
+        line.removeprefix("not converted: ") for line in stderr if line.startswith("not converted: checks")
+    ]
+    assert [line.split(":")[0] for line in dropped] == [
+        "checks.connectors",
+        "checks.remedy",
+        "checks.progressive",
+    ]
+    assert "wait" in dropped[0]  # servox's key names a connector the converted file does not have
+
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(yaml.safe_dump({"optimizer": {"id": "example.com/app", "token": "t"}, "wait": {}}))
+    (tmp_path / "out").mkdir()
+    text, _stderr = convert(plain, tmp_path / "out")
+    assert "checks" not in yaml.safe_load(text)
+    assert "# Note: servox's run --check waited up to 30m for the checks to pass; here one round" in text
