@@ -42,7 +42,8 @@ RUN_ELSEWHERE = {
     "a servo in another shell; tests/docs/test_example_connector.py runs that servo's connector",
     ".venv/bin/mkdocs serve": "a web server until Ctrl-C; scripts/test builds the same site (--strict)",
     "servo-actors check                               #": "a synopsis on the reader's own servo.yaml; "
-    "tests/cli_operations/test_cli_operations_check_wait.py runs each of its options on real connectors",
+    "tests/cli_operations/test_cli_operations_check_wait.py and test_cli_operations_check_select.py run "
+    "each of its options on real connectors",
 }
 NOT_RUN_HERE = {
     "python3 -m venv .venv": "installs from the package index (the network); the `servo-actors demo` "
