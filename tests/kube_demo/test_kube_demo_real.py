@@ -1,10 +1,10 @@
 """scripts/kube-demo --app real on the session's cluster: a shortened optimization of the project's
 app on the real node, in a namespace of the test's own (--namespace) and with Abort pressed on
 every ABORT_EVERY-th MEASURE or ADJUST (--abort-every, rollouts and loaded measurements cut short),
-ends with a recommendation no costlier than the baseline, applied only when the optimizer confirmed
-it and it beats the baseline; its --json line has exactly the keys docs/interface.md lists. Then
-this test measures baseline and recommendation again itself (its own load straight at the pods'
-IPs, its own Prometheus and query, three times each) and checks that both meet the demo's SLO."""
+ends with a confirmed recommendation cheaper than the baseline, applied; its --json line has
+exactly the keys docs/interface.md lists. Then this test measures baseline and recommendation again
+itself (its own load straight at the pods' IPs, its own Prometheus and query, three times each)
+and checks that both meet the demo's SLO."""
 
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ def measured_p99(
 
 
 @pytest.mark.timeout(TEST_TIMEOUT)
-def test_the_real_demo_recommends_no_costlier_settings_that_meet_the_slo(
+def test_the_real_demo_recommends_cheaper_settings_that_meet_the_slo(
     kube_cluster: LocalCluster, kube_namespace: str, tmp_path: Path
 ) -> None:
     done = subprocess.run(
@@ -162,23 +162,23 @@ def test_the_real_demo_recommends_no_costlier_settings_that_meet_the_slo(
     assert done.returncode == 0, f"exit {done.returncode}\n{out}\n{done.stderr[-3000:]}"
     outcome = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
     assert set(outcome) == JSON_KEYS, out
-    assert outcome["recommendation_cost"] <= outcome["baseline_cost"], out
+    assert outcome["recommendation_cost"] < outcome["baseline_cost"], out
     assert "cost saving:" in out and "$ kubectl get deploy" in out
 
     # --namespace: everything the demo made is in the test's namespace, nothing in the default one
     assert f"namespace {kube_namespace}:" in out and f"$ kubectl get deploy -n {kube_namespace}" in out
     assert kube_cluster.try_get("/api/v1/namespaces/servo-kube-demo") is None, out  # the default
-    assert kube_cluster.get(f"/apis/apps/v1/namespaces/{kube_namespace}/deployments/web")
+    deployment = kube_cluster.get(f"/apis/apps/v1/namespaces/{kube_namespace}/deployments/web")
+    assert deployment["spec"]["replicas"] == outcome["recommendation"]["replicas"], out
 
-    # --abort-every: presses landed, and the end applied only a confirmed, cheaper recommendation
+    # --abort-every: presses landed; the recommendation is confirmed (readings counted from the
+    # step log, a lucky single reading never recommended), cheaper than the baseline, and applied
     assert "pressed Abort during" in out and "the optimizer cancelled" in out, out
-    if "(applied)" in out.split("cost saving:", 1)[1].splitlines()[0]:
-        log = parse_demo_log(out)
-        assert_summary_matches_the_log(log)
-        assert log.confirmed and log.objective_after < log.objective_before, out
-        assert outcome["recommendation"] != outcome["baseline"], out
-    else:  # not confirmed, no better, or no step met every constraint: the baseline stays
-        assert "the baseline is kept" in out and outcome["recommendation"] == outcome["baseline"], out
+    assert "(applied)" in out.split("cost saving:", 1)[1].splitlines()[0], out
+    log = parse_demo_log(out)
+    assert_summary_matches_the_log(log)
+    assert log.confirmed and log.objective_after < log.objective_before, out
+    assert outcome["recommendation"] != outcome["baseline"], out
 
     baseline = measured_p99(kube_cluster, kube_namespace, tmp_path, outcome["baseline"], "baseline")
     recommended = measured_p99(
