@@ -29,6 +29,7 @@ from typing import Any
 from servo_actors.connectors.kubernetes.diagnosis import Diagnosis, deployment_condition_failure
 
 __all__ = [
+    "READY_TIME_RESOLUTION",
     "REVISION_LABEL",
     "Report",
     "RolloutStatus",
@@ -166,6 +167,11 @@ def pod_revision(pod: dict[str, Any]) -> str:
     return str((pod.get("metadata", {}).get("labels") or {}).get(REVISION_LABEL, ""))
 
 
+READY_TIME_RESOLUTION = 1.0
+"""Seconds: a condition's ``lastTransitionTime`` is whole seconds (RFC 3339, truncated), so a pod
+may have become Ready up to this much after it says; ``settlement_left`` counts from the latest."""
+
+
 def ready_since(pod: dict[str, Any]) -> float | None:
     """When ``pod`` became Ready (epoch seconds, its Ready condition's ``lastTransitionTime``);
     None while it is not Ready or when the time is missing or unreadable."""
@@ -184,13 +190,14 @@ def ready_since(pod: dict[str, Any]) -> float | None:
 
 def settlement_left(pods: list[dict[str, Any]], settlement: float, now: float) -> float:
     """Seconds of ``settlement`` still to watch ``pods`` (a workload's current pods) for at ``now``
-    (epoch seconds): the settlement counts from when the newest of them became Ready. All of it
-    when one is not Ready or its time is unknown, or when that time is ahead of ``now`` (clocks
-    apart); none for no pods (nothing to watch). Pods being deleted are left out.
+    (epoch seconds): the settlement counts from when the newest of them became Ready (the latest
+    that can be: ``READY_TIME_RESOLUTION`` after its stamp). All of it when one is not Ready or its
+    time is unknown, or when that time is ahead of ``now`` (clocks apart); none for no pods
+    (nothing to watch). Pods being deleted are left out.
 
     >>> ready = {"status": {"conditions": [{"type": "Ready", "status": "True",
     ...     "lastTransitionTime": "2026-12-06T08:00:00Z"}]}}
-    >>> settlement_left([ready], 30.0, ready_since(ready) + 10)
+    >>> settlement_left([ready], 30.0, ready_since(ready) + 11)
     20.0
     """
     if settlement <= 0:
@@ -202,7 +209,7 @@ def settlement_left(pods: list[dict[str, Any]], settlement: float, now: float) -
     known = [t for t in times if t is not None]
     if len(known) < len(times):
         return settlement
-    elapsed = now - max(known)
+    elapsed = now - (max(known) + READY_TIME_RESOLUTION)
     if elapsed < 0:
         return settlement
     return max(0.0, settlement - elapsed)
