@@ -14,10 +14,19 @@ import time
 from typing import Any
 
 import pytest
-from real_app import ROLLOUT_TIMEOUT, App, ProgressLog, rolled_out, web_manifest
+from real_app import (
+    ROLLOUT_TIMEOUT,
+    SIMULATE_ENV,
+    App,
+    ProgressLog,
+    env_of,
+    main_container,
+    rolled_out,
+    web_manifest,
+)
 from waiting import wait_until
 
-from servo_actors.connectors.base import Control
+from servo_actors.connectors.base import ConnectorFailure, Control
 from servo_actors.connectors.kubernetes.rollout_rules import settlement_left
 from servo_actors.durations import parse_duration
 
@@ -126,3 +135,29 @@ def test_a_no_op_adjust_of_a_long_settled_deployment_returns_at_once(app: App, p
     connector.adjust(_components(ASKED), Control(settlement=settlement), progress)
 
     assert progress.reports == [(5.0, "nothing to change"), (100, "adjusted")]
+
+
+def test_a_failing_rollout_left_by_a_cancelled_adjust_is_left_as_it_is_by_rollback(
+    app: App, progress: ProgressLog
+) -> None:
+    """The next ADJUST to the same values waits on the rollout under way and fails on it; with
+    ``on_failure: rollback`` it has nothing of its own to put back (it patched nothing, and what
+    the cancelled ADJUST replaced died with it), so the Deployment is left as it is, and said so."""
+    app.create(web_manifest(replicas=1))
+    crash = {SIMULATE_ENV: "crash-loop"}
+    _adjust_killed_mid_rollout(app, crash)
+
+    with pytest.raises(ConnectorFailure) as caught:
+        app.connector(on_failure="rollback").adjust(_components(crash), Control(), progress)
+
+    failure = caught.value
+    assert (failure.status, failure.reason) == ("rejected", "start-failed"), failure.message
+    assert failure.message.endswith(
+        "Deployment web was already at the requested settings before this ADJUST (a rollout under "
+        "way), so it has nothing of this ADJUST's to roll back: it was left as it is."
+    ), failure.message
+    assert env_of(main_container(app.deployment()))[SIMULATE_ENV] == "crash-loop"
+    assert [message for _, message in progress.reports][:2] == [
+        "nothing to change",
+        "web: already at the requested settings, a rollout under way: waiting for it",
+    ]
