@@ -153,8 +153,8 @@ def test_a_failing_rollout_left_by_a_cancelled_adjust_is_left_as_it_is_by_rollba
     failure = caught.value
     assert (failure.status, failure.reason) == ("rejected", "start-failed"), failure.message
     assert failure.message.endswith(
-        "Deployment web was already at the requested settings before this ADJUST (a rollout under "
-        "way), so it has nothing of this ADJUST's to roll back: it was left as it is."
+        "Deployment web was already at the requested settings before this ADJUST, which did not "
+        "patch it, so it has nothing of this ADJUST's to roll back: it was left as it is."
     ), failure.message
     assert env_of(main_container(app.deployment()))[SIMULATE_ENV] == "crash-loop"
     assert [message for _, message in progress.reports][:2] == [

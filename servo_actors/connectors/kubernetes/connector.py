@@ -305,8 +305,8 @@ class KubernetesConnector(Connector):
         was done.
 
         ``rollback`` puts back what this ADJUST's patches replaced and waits for that rollout. A
-        failed workload this ADJUST did not patch (already at the requested values, its rollout
-        left under way by an earlier, cancelled ADJUST) has nothing of this ADJUST's to put back:
+        failed workload this ADJUST did not patch (already at the requested values: its rollout
+        left under way by an earlier, cancelled ADJUST, or its remaining settlement) has nothing of this ADJUST's to put back:
         the values before it were known only to the killed connector, and guessing them from the
         cluster could undo someone else's change. It is left as it is, and the message says so.
         ``shutdown`` scales the failed workload to zero too, patched or not: its settings are the
@@ -321,8 +321,8 @@ class KubernetesConnector(Connector):
             if failed in adjustment.touched:
                 return self._roll_back(part, adjustment, watcher, progress)
             kept = (
-                f"{watcher.kind(failed)} {failed} was already at the requested settings before this ADJUST "
-                "(a rollout under way), so it has nothing of this ADJUST's to roll back: it was left as it is."
+                f"{watcher.kind(failed)} {failed} was already at the requested settings before this ADJUST, "
+                "which did not patch it, so it has nothing of this ADJUST's to roll back: it was left as it is."
             )
             if not adjustment.touched:
                 return kept
