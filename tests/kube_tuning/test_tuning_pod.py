@@ -6,6 +6,7 @@ each test starts without a tuning pod."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +32,7 @@ from kube_tuning_support import (
 from waiting import wait_until
 
 from servo_actors.connectors.base import ConnectorFailure, Control
+from servo_actors.connectors.kubernetes.rollout_rules import settlement_left
 
 pytestmark = [pytest.mark.kube, pytest.mark.timeout(300)]
 
@@ -200,3 +202,27 @@ def test_measure_reports_the_tuning_pod_apart(kube_cluster: LocalCluster, ns: st
     assert measured["web.restarts"]["value"] == 0 and measured["web.ready_replicas"]["value"] == 2
     assert measured["web-tuning.restarts"]["value"] >= 1
     assert measured["web-tuning.ready_replicas"]["value"] == 0
+
+
+def test_a_kept_tuning_pod_ready_for_longer_than_the_settlement_is_not_settled_again(
+    kube_cluster: LocalCluster, ns: str
+) -> None:
+    """The settlement of a tuning pod an ADJUST keeps counts from when it became Ready."""
+    conn = connector(kube_cluster, ns)
+    asked = trial(cpu=0.5, memory=0.0625)
+    adjust(conn, asked)
+    made = tuning_pod(kube_cluster, ns)
+    assert made is not None
+    settlement = 2.0
+    wait_until(
+        lambda: settlement_left([tuning_pod(kube_cluster, ns) or {}], settlement, time.time()) == 0.0,
+        60.0,
+        interval=0.25,
+        what=f"the tuning pod Ready for {settlement:.0f} s",
+    )
+    messages: list[str] = []
+    conn.adjust(asked, Control(settlement=settlement), lambda percent, message="": messages.append(message))
+    assert "tuning pod web-tuning already has the requested settings" in messages
+    assert not [m for m in messages if m.startswith("settling")], messages
+    kept = tuning_pod(kube_cluster, ns)
+    assert kept is not None and kept["metadata"]["uid"] == made["metadata"]["uid"]

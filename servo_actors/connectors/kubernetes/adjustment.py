@@ -174,9 +174,11 @@ class Adjustment:
             patch_with_retry(self.client, hpa_path(self.namespace, hpa_name), None, build_hpa)
         return self.touched
 
-    def shutdown(self) -> list[str]:
-        """Scale every touched workload to zero (an HPA leaves a workload at zero alone)."""
-        for name in self.touched:
+    def shutdown(self, also: list[str] | None = None) -> list[str]:
+        """Scale every touched workload, and those ``also`` named (applied but not patched), to
+        zero (an HPA leaves a workload at zero alone); their names."""
+        names = list(dict.fromkeys([*self.touched, *(also or [])]))
+        for name in names:
 
             def build(obj: dict[str, Any]) -> dict[str, Any] | None:
                 if obj.get("spec", {}).get("replicas") == 0:
@@ -184,4 +186,4 @@ class Adjustment:
                 return {"metadata": {"resourceVersion": _resource_version(obj)}, "spec": {"replicas": 0}}
 
             patch_with_retry(self.client, self._path(name), None, build)
-        return self.touched
+        return names

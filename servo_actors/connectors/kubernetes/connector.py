@@ -121,7 +121,12 @@ class KubernetesConnector(Connector):
                     raise
             touched = [name for _, adjustment, _ in adjustments for name in adjustment.touched]
             progress(PATCHED, f"patched {', '.join(touched)}" if touched else "nothing to change")
-            self._roll_out_parts(client, [(p, a) for p, a, _ in adjustments if a.touched], control, progress)
+            waiting = [
+                (part, adjustment, [w.name for w in part.workloads if w.name in targets])
+                for (part, adjustment, _), (_, targets, _) in zip(adjustments, plans, strict=True)
+                if targets
+            ]
+            self._roll_out_parts(client, waiting, control, progress)
             for part, _, trial in adjustments:
                 if trial.targets:
                     settlement = control.settlement or part.settlement
@@ -152,17 +157,18 @@ class KubernetesConnector(Connector):
     def _roll_out_parts(
         self,
         client: KubeClient,
-        waiting: list[tuple[KubernetesConfig, Adjustment]],
+        waiting: list[tuple[KubernetesConfig, Adjustment, list[str]]],
         control: Control,
         progress: ProgressFn,
     ) -> None:
-        """Wait on each part's rollouts in turn (each applies its own ``on_failure``); one failure
-        naming every part that failed, after all were waited on."""
+        """Wait on each part's named workloads in turn (each part applies its own ``on_failure``);
+        one failure naming every part that failed, after all were waited on."""
         failures: list[ConnectorFailure] = []
-        for index, (part, adjustment) in enumerate(waiting):
+        for index, (part, adjustment, named) in enumerate(waiting):
             settlement = control.settlement or part.settlement
             try:
-                self._roll_out(client, part, adjustment, settlement, _share(progress, index, len(waiting)))
+                share = _share(progress, index, len(waiting))
+                self._roll_out(client, part, adjustment, named, settlement, share)
             except ConnectorFailure as failure:
                 failures.append(failure)
         if failures:
@@ -199,19 +205,40 @@ class KubernetesConnector(Connector):
         client: KubeClient,
         part: KubernetesConfig,
         adjustment: Adjustment,
+        named: list[str],
         settlement: float,
         progress: ProgressFn,
     ) -> None:
-        """Wait for the rollouts of ``part`` and the settlement; on failure apply its
-        ``on_failure`` and say both."""
+        """Wait for the rollouts of the workloads ``named`` in ``part`` (the ADJUST's), then settle
+        them; on failure apply its ``on_failure`` and say both.
+
+        A workload this ADJUST patched is waited on, then watched for the whole ``settlement``.
+        One it did not patch (already at the requested values) is waited on too when its rollout
+        is not done (e.g. left under way by an ADJUST cancelled mid-rollout: a connector after a
+        cancel never trusts that the last ADJUST finished), with the same timeout and failure
+        handling; its settlement counts from when its newest pod became Ready, so it is watched
+        only for what is left of it (none for one settled long ago)."""
         watcher = RolloutWatcher(
             client, part.namespace, kinds=part.kinds(), failure_grace=self.config.failure_grace
         )
+        patched = adjustment.touched
         try:
-            watcher.wait(adjustment.touched, part.timeout, _scaled(progress, PATCHED, ROLLED_OUT))
-            watcher.settle(adjustment.touched, settlement, _scaled(progress, ROLLED_OUT, 99.0))
+            under_way = [name for name in named if name not in patched and not watcher.done(name)]
+            if under_way:
+                progress(
+                    PATCHED,
+                    f"{', '.join(under_way)}: already at the requested settings, a rollout under way: waiting for it",
+                )
+            waited = [name for name in named if name in patched or name in under_way]
+            if waited:
+                watcher.wait(waited, part.timeout, _scaled(progress, PATCHED, ROLLED_OUT))
+            periods = {
+                name: settlement if name in patched else watcher.settlement_left(name, settlement)
+                for name in named
+            }
+            watcher.settle(periods, _scaled(progress, ROLLED_OUT, 99.0))
         except RolloutFailed as failure:
-            outcome = self._recover(part, adjustment, watcher, progress)
+            outcome = self._recover(part, adjustment, failure.deployment, watcher, progress)
             diagnosis = failure.diagnosis
             what = diagnosis.message.rstrip(".")
             workload = f"{watcher.kind(failure.deployment)} {failure.deployment}"
@@ -267,24 +294,52 @@ class KubernetesConnector(Connector):
     # -- failure handling ----------------------------------------------------------------------
 
     def _recover(
-        self, part: KubernetesConfig, adjustment: Adjustment, watcher: RolloutWatcher, progress: ProgressFn
+        self,
+        part: KubernetesConfig,
+        adjustment: Adjustment,
+        failed: str,
+        watcher: RolloutWatcher,
+        progress: ProgressFn,
     ) -> str:
-        """Apply ``part``'s ``on_failure`` to its workloads; a sentence saying what was done."""
+        """Apply ``part``'s ``on_failure`` after workload ``failed`` failed; a sentence saying what
+        was done.
+
+        ``rollback`` puts back what this ADJUST's patches replaced and waits for that rollout. A
+        failed workload this ADJUST did not patch (already at the requested values: its rollout
+        left under way by an earlier, cancelled ADJUST, or its remaining settlement) has nothing of this ADJUST's to put back:
+        the values before it were known only to the killed connector, and guessing them from the
+        cluster could undo someone else's change. It is left as it is, and the message says so.
+        ``shutdown`` scales the failed workload to zero too, patched or not: its settings are the
+        requested ones, and they failed."""
         policy = part.on_failure
         if policy == "ignore":
             return "The new settings were left in place (on_failure: ignore)."
         try:
             if policy == "shutdown":
-                names = adjustment.shutdown()
+                names = adjustment.shutdown(also=[failed])
                 return f"Scaled {', '.join(names)} to zero replicas (on_failure: shutdown)."
-            names = adjustment.rollback()
-            progress(ROLLED_OUT, f"rolling back {', '.join(names)}")
-            watcher.wait(names, part.timeout, _scaled(progress, ROLLED_OUT, 99.0), replace_stuck=True)
-            return f"Rolled {', '.join(names)} back to the previous settings, which are healthy again."
+            if failed in adjustment.touched:
+                return self._roll_back(part, adjustment, watcher, progress)
+            kept = (
+                f"{watcher.kind(failed)} {failed} was already at the requested settings before this ADJUST, "
+                "which did not patch it, so it has nothing of this ADJUST's to roll back: it was left as it is."
+            )
+            if not adjustment.touched:
+                return kept
+            return f"{kept} {self._roll_back(part, adjustment, watcher, progress)}"
         except RolloutFailed as again:
             return f"The rollback did not become healthy either: {again}."
         except (KubeError, ConflictError) as exc:
             return f"The {policy} failed: {exc}."
+
+    def _roll_back(
+        self, part: KubernetesConfig, adjustment: Adjustment, watcher: RolloutWatcher, progress: ProgressFn
+    ) -> str:
+        """Put back what ``adjustment`` replaced and wait for that rollout; a sentence saying so."""
+        names = adjustment.rollback()
+        progress(ROLLED_OUT, f"rolling back {', '.join(names)}")
+        watcher.wait(names, part.timeout, _scaled(progress, ROLLED_OUT, 99.0), replace_stuck=True)
+        return f"Rolled {', '.join(names)} back to the previous settings, which are healthy again."
 
     def _undo_partial(self, adjustment: Adjustment) -> None:
         """A refused setting after some patches went out: put those back (no waiting)."""

@@ -46,6 +46,7 @@ from servo_actors.connectors.kubernetes.rollout_rules import (
     observed,
     pod_revision,
     rollout_status,
+    settlement_left,
     statefulset_status,
 )
 from servo_actors.durations import format_duration
@@ -86,8 +87,9 @@ class RolloutFailed(ConnectorError):
 
 class RolloutWatcher:
     """Waits on Deployments and StatefulSets of one namespace through ``client``; ``kinds`` maps a
-    name to its kind (Deployment when absent); ``clock`` is monotonic seconds. What the rollout's
-    pods show is read by its ``pods`` (``RolloutPods``)."""
+    name to its kind (Deployment when absent); ``clock`` is monotonic seconds, ``wall_clock`` epoch
+    seconds (compared with the pods' Ready times). What the rollout's pods show is read by its
+    ``pods`` (``RolloutPods``)."""
 
     def __init__(
         self,
@@ -99,6 +101,7 @@ class RolloutWatcher:
         failure_grace: float = FAILURE_GRACE,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.client = client
         self.pods = RolloutPods(client, namespace)
@@ -110,6 +113,7 @@ class RolloutWatcher:
         self.window = window
         self.clock = clock
         self.sleep = sleep
+        self.wall_clock = wall_clock
 
     def kind(self, name: str) -> str:
         return self.kinds.get(name, "Deployment")
@@ -120,6 +124,11 @@ class RolloutWatcher:
         return obj if "kind" in obj else {**obj, "kind": self.kind(name)}
 
     # -- rollout -------------------------------------------------------------------------------
+
+    def done(self, name: str) -> bool:
+        """Whether the workload's rollout is done now (``status``: the generation observed, every
+        replica updated, ready and available, no old one left), from one read."""
+        return self.status(self._read(name)).done
 
     def wait(self, names: list[str], timeout: float, report: Report, replace_stuck: bool = False) -> None:
         """Until every workload in ``names`` has rolled out, or RolloutFailed (including on timeout).
@@ -275,17 +284,27 @@ class RolloutWatcher:
 
     # -- settlement ----------------------------------------------------------------------------
 
-    def settle(self, names: list[str], seconds: float, report: Report) -> None:
-        """Watch the new pods for ``seconds``: a restart or lost readiness is RolloutFailed (unstable)."""
-        if seconds <= 0:
+    def settlement_left(self, name: str, settlement: float) -> float:
+        """Seconds of ``settlement`` still due for the workload: counted from when its newest
+        current pod became Ready (``rollout_rules.settlement_left``)."""
+        _, pods = self.pods.newest_pods(self._read(name))
+        return settlement_left(pods, settlement, self.wall_clock())
+
+    def settle(self, periods: dict[str, float], report: Report) -> None:
+        """Watch each workload's new pods for its seconds in ``periods`` (all at once, each until
+        its own end): a restart or lost readiness is RolloutFailed (unstable)."""
+        periods = {name: seconds for name, seconds in periods.items() if seconds > 0}
+        if not periods:
             return
         began = self.clock()
-        end = began + seconds
+        ends = {name: began + seconds for name, seconds in periods.items()}
+        last = max(ends.values())
+        total = last - began
         baselines: dict[str, dict[tuple[str, str], int]] = {}
         owners: dict[str, str] = {}  # ReplicaSet (or StatefulSet) uid -> workload name
         revisions: dict[str, str] = {}  # StatefulSet name -> its updateRevision: the new pods' label
         selectors = []
-        for name in names:
+        for name in periods:
             deployment = self._read(name)
             replicaset, pods = self.pods.newest_pods(deployment)
             baselines[name] = restart_counts(pods)
@@ -296,10 +315,18 @@ class RolloutWatcher:
                 revisions[name] = (deployment.get("status") or {}).get("updateRevision", "")
         # One Deployment: watch only its pods; several: the namespace's (one stream, not one each).
         scope = {"labelSelector": selectors[0]} if len(selectors) == 1 and selectors[0] else {}
-        while (now := self.clock()) < end:
-            report((now - began) / seconds, f"settling: {format_duration(round(end - now))} left")
+        watching = dict(ends)  # the workloads whose settlement has not ended yet
+        while True:
+            now = self.clock()
+            for name in [n for n, end in watching.items() if end <= now]:
+                self._check_settled(name, baselines[name])  # at its own end
+                del watching[name]
+            if not watching:
+                break
+            end = min(watching.values())  # the watch lasts until the next one ends
+            report((now - began) / total, f"settling: {format_duration(round(last - now))} left")
             try:
-                for name in names:
+                for name in watching:
                     self._check_settled(name, baselines[name])
                 # Resume from the list's version: a watch without one would replay every pod as ADDED.
                 listed = self.client.get(pods_path(self.namespace), scope or None)
@@ -311,7 +338,7 @@ class RolloutWatcher:
                     owner = _owner_name(pod, owners)
                     if owner in revisions and pod_revision(pod) != revisions[owner]:
                         continue  # a StatefulSet's pod below its partition: not one of the new pods
-                    if owner is not None and kind == "MODIFIED":
+                    if owner in watching and kind == "MODIFIED":
                         found = instability(baselines[owner], [pod])
                         if found is not None:  # again, with the events that may name a failing probe
                             raise RolloutFailed(
@@ -324,10 +351,8 @@ class RolloutWatcher:
                     continue  # the list's version is already gone: list again
                 if isinstance(exc, KubeApiError) and exc.status < 500 and exc.status != 429:
                     raise
-                report((self.clock() - began) / seconds, f"settling: {exc}; retrying")
+                report((self.clock() - began) / total, f"settling: {exc}; retrying")
                 self.sleep(max(0.0, min(RETRY_INTERVAL, end - self.clock())))
-        for name in names:
-            self._check_settled(name, baselines[name])
         report(1.0, "settled")
 
     def _check_settled(self, name: str, baseline: dict[tuple[str, str], int]) -> None:

@@ -11,6 +11,10 @@ ReplicaSet creation (Progressing=False, ReplicaSetCreateError) once it has laste
 rule (``statefulset_status``) and no ReplicaSets: its new pods are those labelled with its
 ``updateRevision`` (``REVISION_LABEL``).
 
+``settlement_left``: how much of a settlement is still to be watched, counted from when the
+newest of the workload's current pods became Ready (its Ready condition's ``lastTransitionTime``,
+written by the kubelet through the API server), with the wall clock passed in.
+
 >>> rollout_status({"metadata": {"name": "web", "generation": 2}, "status": {"observedGeneration": 1}}).message
 'web: waiting for the controller to see generation 2'
 """
@@ -19,11 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from servo_actors.connectors.kubernetes.diagnosis import Diagnosis, deployment_condition_failure
 
 __all__ = [
+    "READY_TIME_RESOLUTION",
     "REVISION_LABEL",
     "Report",
     "RolloutStatus",
@@ -32,7 +38,9 @@ __all__ = [
     "owned_by",
     "pod_ready",
     "pod_revision",
+    "ready_since",
     "rollout_status",
+    "settlement_left",
     "statefulset_status",
 ]
 
@@ -157,3 +165,51 @@ def owned_by(obj: dict[str, Any], uid: str | None) -> bool:
 
 def pod_revision(pod: dict[str, Any]) -> str:
     return str((pod.get("metadata", {}).get("labels") or {}).get(REVISION_LABEL, ""))
+
+
+READY_TIME_RESOLUTION = 1.0
+"""Seconds: a condition's ``lastTransitionTime`` is whole seconds (RFC 3339, truncated), so a pod
+may have become Ready up to this much after it says; ``settlement_left`` counts from the latest."""
+
+
+def ready_since(pod: dict[str, Any]) -> float | None:
+    """When ``pod`` became Ready (epoch seconds, its Ready condition's ``lastTransitionTime``);
+    None while it is not Ready or when the time is missing or unreadable."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") != "Ready":
+            continue
+        stamp = condition.get("lastTransitionTime")
+        if condition.get("status") != "True" or not isinstance(stamp, str):
+            return None
+        try:
+            return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def settlement_left(pods: list[dict[str, Any]], settlement: float, now: float) -> float:
+    """Seconds of ``settlement`` still to watch ``pods`` (a workload's current pods) for at ``now``
+    (epoch seconds): the settlement counts from when the newest of them became Ready (the latest
+    that can be: ``READY_TIME_RESOLUTION`` after its stamp). All of it when one is not Ready or its
+    time is unknown, or when that time is ahead of ``now`` (clocks apart); none for no pods
+    (nothing to watch). Pods being deleted are left out.
+
+    >>> ready = {"status": {"conditions": [{"type": "Ready", "status": "True",
+    ...     "lastTransitionTime": "2026-12-06T08:00:00Z"}]}}
+    >>> settlement_left([ready], 30.0, ready_since(ready) + 11)
+    20.0
+    """
+    if settlement <= 0:
+        return 0.0
+    current = [pod for pod in pods if not (pod.get("metadata") or {}).get("deletionTimestamp")]
+    if not current:
+        return 0.0
+    times = [ready_since(pod) for pod in current]
+    known = [t for t in times if t is not None]
+    if len(known) < len(times):
+        return settlement
+    elapsed = now - (max(known) + READY_TIME_RESOLUTION)
+    if elapsed < 0:
+        return settlement
+    return max(0.0, settlement - elapsed)

@@ -17,6 +17,7 @@ The connector calls ``split_components`` first (the tuning part is taken out of 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ from servo_actors.connectors.kubernetes.config import (
     component_name,
     tuning_component_name,
 )
+from servo_actors.connectors.kubernetes.rollout_rules import settlement_left
 from servo_actors.connectors.kubernetes.settings import (
     DeploymentState,
     DeploymentTargets,
@@ -45,6 +47,8 @@ from servo_actors.connectors.kubernetes.tuning_pod import (
     is_ready,
     merged_values,
     restarts,
+    spec_hash,
+    terminating,
     tuning_pod_name,
 )
 
@@ -178,6 +182,11 @@ def adjust_tuning(
 ) -> list[str]:
     """Create or replace the tuning pod of each Deployment the request names; the pods made.
 
+    A pod already there with the requested settings is kept and waited on until Ready (it may
+    still be starting: an ADJUST cancelled after creating it); its settlement counts from when it
+    became Ready (``rollout_rules.settlement_left``), so one settled long ago costs nothing. A
+    pod made now is watched for the whole ``settlement``.
+
     On failure ``on_failure`` is applied (rollback and shutdown delete the tuning pod, ignore
     leaves it) and a ConnectorFailure names the pod, the diagnosis and what was done."""
     by_name = {d.name: d for d in tuning_deployments(config)}
@@ -197,11 +206,18 @@ def adjust_tuning(
             report((index + max(0.0, min(1.0, fraction))) / len(names), message)
 
         deployment = read_deployment(client, config.namespace, name)
-        values = merged_values(request.targets[name], current_values(deployment_config, pods.read(pod_name)))
+        existing = pods.read(pod_name)
+        values = merged_values(request.targets[name], current_values(deployment_config, existing))
         wanted = build_tuning_pod(deployment, deployment_config, values, owner)
+        kept = None  # the uid of a pod already there with the requested settings
+        if existing is not None and not terminating(existing) and spec_hash(existing) == spec_hash(wanted):
+            kept = existing["metadata"].get("uid")
         try:
-            pods.ensure(wanted, config.timeout, scaled)
-            pods.settle(pod_name, settlement, scaled)
+            ready = pods.ensure(wanted, config.timeout, scaled)
+            if kept is not None and ready["metadata"].get("uid") == kept:
+                pods.settle(pod_name, settlement_left([ready], settlement, time.time()), scaled)
+            else:
+                pods.settle(pod_name, settlement, scaled)
         except KubeApiError as exc:
             if exc.status != 422:
                 raise
