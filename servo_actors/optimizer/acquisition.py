@@ -58,6 +58,7 @@ from servo_actors.optimizer.space import ENUM_SCALE, Parameter, SearchSpace, Set
 
 __all__ = [
     "CONTINUOUS_POINTS",
+    "ENUM_MARGIN_SCALE",
     "ENUM_TIE",
     "FEASIBILITY_POWER",
     "Grid",
@@ -94,6 +95,13 @@ measured before the usual choice (``_step_from_a_tie``)."""
 TIE_SLACK = 0.05
 """A tie counts only when it meets every constraint by at least this margin (a log ratio: 5 %
 inside each bound); one that only just met them leaves no room for a cheaper step."""
+ENUM_MARGIN_SCALE = 1.6
+"""The longest length scale an enum may take in the margins' processes (two values are 1 apart:
+a correlation of about 0.75). An enum value can move a range's cliff (on the demo, gc=parallel
+holds at a memory where g1 runs out of heap), and while the trials near the bound share one value
+the likelihood favours the longest scale, under which every value inherits that value's cliff.
+The objective's process is not bounded: cost does not depend on the enum there, and bounding it
+measured worse."""
 _TINY = 1e-12
 
 
@@ -330,7 +338,8 @@ def propose_by_model(space: SearchSpace, trials: Sequence[ModelTrial], rng: rand
         ]
     ).reshape(len(trials), count)
     models = [GaussianProcess.fit(x, objective, grid.groups)]
-    models += [GaussianProcess.fit(x, margins[:, j], grid.groups) for j in range(count)]
+    longest = [ENUM_MARGIN_SCALE if p.kind == "enum" else math.inf for p in grid.parameters]
+    models += [GaussianProcess.fit(x, margins[:, j], grid.groups, longest) for j in range(count)]
     if any(model is None for model in models):
         return None
 
