@@ -31,7 +31,11 @@ points only); a recommendation that truly breaks a constraint, or none, counts a
 (the settings a person would have kept) and is counted in the table.
 
     scripts/bench_search.py [--seeds 20] [--budgets 16,32] [--optuna]
-                            [--demo-seeds 200] [--demo-steps 15,30] [--demo-only] [--write]
+                            [--demo-seeds 200] [--demo-seed-start 0] [--demo-steps 15,30]
+                            [--demo-only] [--write]
+
+``--demo-seed-start`` moves the demo's seeds (``--demo-seed-start 200 --demo-seeds 200``: seeds
+200-399), to check a change on seeds it was not chosen on.
 
 ``--write`` puts the tables into BENCHMARKS.md (section ``bench_search``).
 """
@@ -368,6 +372,9 @@ def main() -> int:
     parser.add_argument("--noise", type=float, default=0.05)
     parser.add_argument("--optuna", action="store_true", help="also run Optuna's TPE (throwaway venv)")
     parser.add_argument("--demo-seeds", type=int, default=200, help="seeds of the demo's own run (table two)")
+    parser.add_argument(
+        "--demo-seed-start", type=int, default=0, help="the demo's first seed (a held-out range: 200)"
+    )
     parser.add_argument("--demo-steps", default="15,30", help="the demo's search steps, baseline not counted")
     parser.add_argument("--demo-only", action="store_true", help="only the demo's own run (no --write)")
     parser.add_argument("--write", action="store_true", help="write the tables into BENCHMARKS.md")
@@ -376,9 +383,11 @@ def main() -> int:
         parser.error("--write needs both tables: leave out --demo-only")
     if args.seeds < 1 or args.demo_seeds < 1:
         parser.error("--seeds and --demo-seeds must be 1 or more")
+    if args.demo_seed_start < 0:
+        parser.error("--demo-seed-start must be 0 or more")
     seeds = list(range(args.seeds))
     budgets = sorted(int(b) for b in args.budgets.split(","))
-    demo_seeds = list(range(args.demo_seeds))
+    demo_seeds = list(range(args.demo_seed_start, args.demo_seed_start + args.demo_seeds))
     demo_steps = sorted(int(s) for s in args.demo_steps.split(","))
     load = load_average()
     print(f"load average at start: {load}", flush=True)
@@ -388,7 +397,8 @@ def main() -> int:
     print("\n".join(demo_lines), flush=True)
     if args.demo_only:
         return 0
-    optima = demo_optima[: len(seeds)] + [grid_optimum(seed) for seed in seeds[len(demo_optima) :]]
+    known = dict(zip(demo_seeds, demo_optima, strict=True))
+    optima = [known[seed] if seed in known else grid_optimum(seed) for seed in seeds]
     results: dict[str, dict[str, Any]] = {}
     results["servo-actors (strategy.propose)"] = summarize(
         [run_ours(seed, budgets[-1], args.noise) for seed in seeds], optima, budgets
@@ -429,7 +439,7 @@ def main() -> int:
                 "",
                 *lines,
                 "",
-                f"The demo's own run (`servo-actors demo --seed s --steps N`, seeds 0-{len(demo_seeds) - 1}): "
+                f"The demo's own run (`servo-actors demo --seed s --steps N`, seeds {demo_seeds[0]}-{demo_seeds[-1]}): "
                 "its plan, its `synthetic` connector and its noise (a reading is the mean of a measure's "
                 "1 s samples), driven through `SearchDriver` and confirmed as the demo does. Ratio: true "
                 "cost of `confirm.recommend`'s point / the seed's true optimum; a recommendation that "

@@ -5,7 +5,8 @@ coordinates, ``SearchSpace.encode``) as a linear trend (a ridge fit: a setting t
 helping past the data) plus a zero-mean process on what the trend leaves, with a Matérn 5/2
 kernel that has one length scale per *group* of columns (a setting; an enum's indicator columns
 share one): automatic relevance, so a setting that barely matters gets a long scale and one with
-a cliff a short one.
+a cliff a short one. A caller may bound a group's length scale from above (``longest``): where
+few points differ in that group, the likelihood cannot tell "irrelevant" from "not seen yet".
 
 Hyperparameters by type-II maximum likelihood on small grids: the signal variance in closed form
 (profiled), the length scales by coordinate ascent over ``LENGTH_SCALES`` (``SWEEPS`` passes over
@@ -136,10 +137,15 @@ class GaussianProcess:
 
     @classmethod
     def fit(
-        cls, x: np.ndarray, y: Sequence[float] | np.ndarray, groups: Sequence[Sequence[int]]
+        cls,
+        x: np.ndarray,
+        y: Sequence[float] | np.ndarray,
+        groups: Sequence[Sequence[int]],
+        longest: Sequence[float] | None = None,
     ) -> GaussianProcess | None:
         """Fit on rows ``x`` (n, d) and values ``y``; ``groups`` lists the columns sharing a length
-        scale. None with fewer than two points."""
+        scale; ``longest``, per group, the longest length scale it may take (default: any of
+        ``LENGTH_SCALES``; the shortest is always allowed). None with fewer than two points."""
         x = np.asarray(x, dtype=float)
         values = np.asarray(y, dtype=float)
         n = len(values)
@@ -155,11 +161,15 @@ class GaussianProcess:
         scales = np.full(len(groups), INITIAL_SCALE)
         noise = NOISE_RATIOS[1]
         eye = np.eye(n)
-        candidates = np.array(LENGTH_SCALES)
+        every = np.array(LENGTH_SCALES)
+        allowed = [
+            every[(every <= limit) | (every == every.min())] for limit in (longest or [np.inf] * len(groups))
+        ]
         ratios = np.array(NOISE_RATIOS)
         # Coordinate ascent; each step scores all the values of one coordinate in one batch.
         for _ in range(SWEEPS):
             for g in range(len(groups)):
+                candidates = allowed[g]
                 others = np.tensordot(1.0 / scales**2, per_group, axes=1) - per_group[g] / scales[g] ** 2
                 squared = others[None] + per_group[g][None] / (candidates**2)[:, None, None]
                 scores = _profiled_likelihoods(matern52(squared) + noise * eye, residual)

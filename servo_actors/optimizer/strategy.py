@@ -39,14 +39,14 @@ the best trials (acquisition.py). Both read the same Gaussian process (gp.py: nu
    models cannot be fitted. A plan's ``initial_samples`` above ``model_after`` delays the model
    until the initial design is complete (the design's size is the plan's to set).
 
-On the synthetic application (minimize cost, p99_latency <= 250, error_rate <= 0.01; 20 seeds,
-one noisy reading per evaluation) the cheapest step that looked feasible is on average 1.065 times
-each seed's optimum at 16 evaluations and 1.025 at 32 (the trust region alone: 1.11 and 1.08;
-random sampling 1.27); the demo's own run, confirmation included, recommends 1.020 times it after
-30 steps (200 seeds). The model probes the constraint's boundary: ~60 % of its proposals read
-infeasible (the trust region alone: ~30 %), about a third of those twice or more over a bound
-(confirm.py keeps a step that only looked feasible from being recommended). A model
-proposal with 31 trials takes ~15 ms of CPU. Measured by scripts/bench_search.py (BENCHMARKS.md),
+On the synthetic application (minimize cost, p99_latency <= 250, error_rate <= 0.01; 60 seeds,
+one noisy reading per evaluation) the cheapest step that looked feasible is on average 1.085 times
+each seed's optimum at 16 evaluations and 1.013 at 32 (the trust region alone: 1.13 and 1.08;
+random sampling 1.38); the demo's own run, confirmation included, recommends 1.014 times it after
+30 steps (seeds 0-199; 1.019 over seeds 200-399). The model probes the constraint's boundary:
+~60 % of its proposals read infeasible (the trust region alone: ~30 %), about a third of those
+twice or more over a bound (confirm.py keeps a step that only looked feasible from being
+recommended). A model proposal with 31 trials takes ~7 ms of CPU. Measured by scripts/bench_search.py (BENCHMARKS.md),
 kept by tests/optimizer_search/test_optimizer_search_strategy_synthetic.py.
 """
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from servo_actors.optimizer.acquisition import Grid, ModelTrial, propose_by_model
-from servo_actors.optimizer.gp import GaussianProcess
+from servo_actors.optimizer.gp import LENGTH_SCALES, GaussianProcess
 from servo_actors.optimizer.space import SearchSpace
 
 from .conftest import COMPONENTS
@@ -40,6 +40,20 @@ def test_repeated_points_and_a_constant_output_do_not_break_it():
     flat = GaussianProcess.fit(x, [3.0, 3.0, 3.0, 3.0], [(0,)])
     assert flat.predict(np.array([[0.9]]))[0][0] == pytest.approx(3.0)
     assert GaussianProcess.fit(x[:1], [1.0], [(0,)]) is None
+
+
+def test_a_group_s_length_scale_stays_within_its_bound():
+    """A setting that does not matter takes the longest scale, unless the caller bounds it."""
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0, 1, (15, 2))
+    y = np.sin(4 * x[:, 0])
+    free = GaussianProcess.fit(x, y, [(0,), (1,)])
+    bounded = GaussianProcess.fit(x, y, [(0,), (1,)], longest=[math.inf, 0.8])
+    assert free is not None and bounded is not None
+    assert free.length_scales[1] > 0.8 >= bounded.length_scales[1]
+    # A bound below every candidate still leaves the shortest.
+    tight = GaussianProcess.fit(x, y, [(0,), (1,)], longest=[math.inf, 0.01])
+    assert tight is not None and tight.length_scales[1] == pytest.approx(min(LENGTH_SCALES))
 
 
 def space_with(**changes) -> SearchSpace:
