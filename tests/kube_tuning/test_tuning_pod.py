@@ -226,3 +226,45 @@ def test_a_kept_tuning_pod_ready_for_longer_than_the_settlement_is_not_settled_a
     assert not [m for m in messages if m.startswith("settling")], messages
     kept = tuning_pod(kube_cluster, ns)
     assert kept is not None and kept["metadata"]["uid"] == made["metadata"]["uid"]
+
+
+def _restarts(pod: dict[str, Any]) -> int:
+    return sum(c.get("restartCount", 0) for c in pod.get("status", {}).get("containerStatuses") or [])
+
+
+def _repeated_keeps_the_pod(cluster: LocalCluster, ns: str, asked: dict[str, Any]) -> dict[str, Any]:
+    """ADJUST ``asked`` with a fresh connector: the tuning pod is the same one, not restarted."""
+    before = tuning_pod(cluster, ns)
+    assert before is not None and ready(before)
+    messages: list[str] = []
+    connector(cluster, ns).adjust(asked, Control(), lambda percent, message="": messages.append(message))
+    after = tuning_pod(cluster, ns)
+    assert after is not None and after["metadata"]["uid"] == before["metadata"]["uid"], messages
+    assert _restarts(after) == _restarts(before) and ready(after)
+    assert "tuning pod web-tuning already has the requested settings" in messages
+    return after
+
+
+def test_repeating_an_env_only_trial_keeps_the_tuning_pod_and_a_changed_one_replaces_it(
+    kube_cluster: LocalCluster, ns: str
+) -> None:
+    """The template sets a cpu request but no cpu limit (``set`` names both): a trial naming only
+    GOGC leaves the pod's resources as the template's, and repeating it must not read as a change."""
+    adjust(connector(kube_cluster, ns), trial(GOGC=200))
+    kept = _repeated_keeps_the_pod(kube_cluster, ns, trial(GOGC=200))
+    adjust(connector(kube_cluster, ns), trial(GOGC=300))  # a real change of env replaces it
+    env_changed = tuning_pod(kube_cluster, ns)
+    assert env_changed is not None and env_changed["metadata"]["uid"] != kept["metadata"]["uid"]
+    assert env_of(env_changed)["GOGC"] == "300" and ready(env_changed)
+    adjust(connector(kube_cluster, ns), trial(memory=0.0625))  # so does one of memory
+    memory_changed = tuning_pod(kube_cluster, ns)
+    assert memory_changed is not None and memory_changed["metadata"]["uid"] != env_changed["metadata"]["uid"]
+    assert main_container(memory_changed)["resources"]["requests"]["memory"] == "64Mi"
+    assert env_of(memory_changed)["GOGC"] == "300" and ready(memory_changed)
+
+
+def test_repeating_only_the_env_of_a_cpu_memory_env_trial_keeps_the_tuning_pod(
+    kube_cluster: LocalCluster, ns: str
+) -> None:
+    adjust(connector(kube_cluster, ns), trial(cpu=0.5, memory=0.0625, GOGC=200))
+    _repeated_keeps_the_pod(kube_cluster, ns, trial(GOGC=200))

@@ -5,9 +5,10 @@ The pod is named ``<deployment>-tuning`` (one name, so there is never more than 
 template's labels (a Service selecting the Deployment's pods sends it a share of the traffic) but
 not ``pod-template-hash`` (so no ReplicaSet's selector matches it and none adopts it), and carries
 ``servo-actors.io/role: tuning`` plus the annotation ``servo-actors.io/tuning-of: <deployment>``.
-``servo-actors.io/tuning-spec`` holds a hash of everything the connector put in the pod: a fresh
-connector compares it with the pod it would build to tell whether the pod already has the
-requested values (keep it) or not (replace it).
+``servo-actors.io/tuning-spec`` holds a hash of the template the pod was made from and of the
+settings it reports (cpu, memory, env as ``current_values`` reads them): a fresh connector
+compares it with the pod it would build to tell whether the pod already has the requested values
+(keep it) or not (replace it).
 """
 
 from __future__ import annotations
@@ -129,13 +130,18 @@ def build_tuning_pod(
     annotations = dict(template_meta.get("annotations") or {})
     annotations[TUNING_OF_ANNOTATION] = config.name
     spec = template.get("spec") or {}
+    own = copy.deepcopy(spec)
     by_name = {c.name: c for c in config.containers}
     for container in spec.get("containers") or []:
         container_config = by_name.get(container.get("name"))
         wanted = values.containers.get(str(container.get("name")))
         if container_config is not None and wanted is not None:
             _apply(container, container_config, wanted)
-    annotations[SPEC_HASH_ANNOTATION] = _hash({"labels": labels, "annotations": annotations, "spec": spec})
+    # The template as it is plus the settings the pod reports, not the patched spec: a kept value
+    # re-applied lands on every ``set`` target in our own quantity format, so it would differ.
+    annotations[SPEC_HASH_ANNOTATION] = _hash(
+        {"labels": labels, "annotations": annotations, "spec": own, "settings": _settings(config, spec)}
+    )
     metadata: dict[str, Any] = {
         "name": tuning_pod_name(config.name),
         "labels": labels,
@@ -164,6 +170,20 @@ def _apply(container: dict[str, Any], config: ContainerConfig, wanted: Container
         present = {e.get("name") for e in env}
         env.extend({"name": n, "value": v} for n, v in sorted(wanted.env.items()) if n not in present)
         container["env"] = env
+
+
+def _settings(config: DeploymentConfig, spec: dict[str, Any]) -> dict[str, Any]:
+    """The configured settings of a pod ``spec`` as ``current_values`` reads them back, in the
+    quantities the cluster keeps (millicores, KiB): equal for equal settings however written."""
+    found = current_values(config, {"spec": spec})
+    return {
+        name: {
+            "cpu": None if values.cpu is None else format_cpu(values.cpu),
+            "memory": None if values.memory is None else format_memory(values.memory),
+            "env": values.env,
+        }
+        for name, values in found.containers.items()
+    }
 
 
 def _hash(content: dict[str, Any]) -> str:
