@@ -142,6 +142,9 @@ def test_sigkill_of_the_root_restarts_the_whole_tree(servo, optimizer, kit) -> N
     supervisor = processes.proc_stat(before[APPS[0]]["p1"]).ppid
     admin = processes.proc_stat(supervisor).ppid
     os.kill(admin, signal.SIGKILL)
+    # Dead before the next commands are handed out (a process SIGKILLed but not yet exited still
+    # looks alive to the servo's look before each operation; that command fails by design).
+    kit.wait_until(lambda: not processes.is_running(admin), FINISH_TIMEOUT, what="the admin's death")
 
     after = {app: pids(measured(drivers[app], proc), ("p1", "p2")) for app in APPS}
     for app in APPS:
