@@ -134,8 +134,9 @@ def test_run_check_takes_the_sections_wait_and_filters_but_runs_every_connector(
         ["other", "fine", "ok"],
     ]
     assert result.stderr.count("checks: round") == 2
-    # An option wins: a wait too short for the third run.
+    # Options win: with a delay longer than the wait, the second run starts at the deadline and no
+    # third one can follow it, however fast the runs are.
     (servo.dir / "count").unlink()
-    short = servo.run("run", "--dry-run", "--wait", "150ms", "--delay", "100ms")
+    short = servo.run("run", "--dry-run", "--wait", "150ms", "--delay", "1s")
     assert short.returncode == 1
     assert "connector 'probe': flaky:" in short.stderr
